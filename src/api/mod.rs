@@ -1,0 +1,4 @@
+//! The `CronJob` API: types, defaults and validation rules. Pure: nothing here talks to the API.
+
+mod types;
+pub use types::*;

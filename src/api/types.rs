@@ -1,0 +1,202 @@
+//! The `CronJob` custom resource: the same spec and status field names and meanings as the
+//! built-in `batch/v1` CronJob, plus additive status fields.
+
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::CustomResource;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// API group of every kronjob resource.
+pub const GROUP: &str = "batch.kronjob.dev";
+/// The served and stored version.
+pub const VERSION: &str = "v1";
+/// Label set on every Job created for a CronJob; its value is the CronJob's name.
+pub const LABEL_CRONJOB: &str = "batch.kronjob.dev/cronjob";
+/// Annotation holding the scheduled time of a Job (RFC 3339 in the CronJob's time zone).
+pub const ANNOTATION_SCHEDULED_AT: &str = "batch.kronjob.dev/scheduled-at";
+/// Annotation marking a Job created by `kronjob trigger` (value `manual`).
+pub const ANNOTATION_INSTANTIATE: &str = "batch.kronjob.dev/instantiate";
+/// Annotation on a Pod asking for deletion that many seconds after it finishes.
+pub const ANNOTATION_POD_TTL: &str = "batch.kronjob.dev/ttl-seconds-after-finished";
+
+/// Default of `spec.successfulJobsHistoryLimit`.
+pub const DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT: i32 = 3;
+/// Default of `spec.failedJobsHistoryLimit`.
+pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 1;
+
+/// CronJobSpec describes how the job execution will look like and when it will actually run.
+#[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
+#[kube(
+    group = "batch.kronjob.dev",
+    version = "v1",
+    kind = "CronJob",
+    plural = "cronjobs",
+    singular = "cronjob",
+    shortname = "kcj",
+    category = "kronjob",
+    namespaced,
+    status = "CronJobStatus",
+    derive = "PartialEq",
+    doc = "CronJob runs a Job on a time-based schedule. It has the fields and meaning of the built-in batch/v1 CronJob, and adds time-zone-safe DST handling, H jitter, and richer status.",
+    printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule"),
+    printcolumn(name = "Timezone", type_ = "string", json_path = ".spec.timeZone"),
+    printcolumn(name = "Suspend", type_ = "boolean", json_path = ".spec.suspend"),
+    printcolumn(name = "Active", type_ = "integer", json_path = ".status.activeCount"),
+    printcolumn(name = "Last Schedule", type_ = "date", json_path = ".status.lastScheduleTime"),
+    printcolumn(name = "Next Schedule", type_ = "date", json_path = ".status.nextScheduleTime"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CronJobSpec {
+    /// The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron: five fields
+    /// (minute, hour, day of month, month, day of week), names JAN-DEC and SUN-SAT, `?` for `*`,
+    /// descriptors such as `@hourly` and `@every 90m`. `H` picks a stable per-CronJob value
+    /// (`H`, `H(0-29)`, `H/15`) to spread load.
+    pub schedule: String,
+
+    /// The time zone name for the given schedule, see
+    /// https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, UTC is used.
+    /// The time zone database is built into the operator.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_zone: Option<String>,
+
+    /// Optional deadline in seconds for starting the job if it misses scheduled time for any
+    /// reason. Missed jobs executions will be counted as failed ones.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub starting_deadline_seconds: Option<i64>,
+
+    /// Specifies how to treat concurrent executions of a Job. Valid values are: "Allow"
+    /// (default): allows CronJobs to run concurrently; "Forbid": forbids concurrent runs,
+    /// skipping next run if previous run hasn't finished yet; "Replace": cancels currently
+    /// running job and replaces it with a new one.
+    #[serde(default)]
+    pub concurrency_policy: ConcurrencyPolicy,
+
+    /// This flag tells the controller to suspend subsequent executions, it does not apply to
+    /// already started executions. Defaults to false.
+    #[serde(default = "default_suspend", skip_serializing_if = "Option::is_none")]
+    pub suspend: Option<bool>,
+
+    /// Specifies the job that will be created when executing a CronJob.
+    pub job_template: JobTemplateSpec,
+
+    /// The number of successful finished jobs to retain. Value must be non-negative integer.
+    /// Defaults to 3.
+    #[serde(
+        default = "default_successful_jobs_history_limit",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub successful_jobs_history_limit: Option<i32>,
+
+    /// The number of failed finished jobs to retain. Value must be non-negative integer.
+    /// Defaults to 1.
+    #[serde(
+        default = "default_failed_jobs_history_limit",
+        skip_serializing_if = "Option::is_none"
+    )]
+    pub failed_jobs_history_limit: Option<i32>,
+}
+
+/// ConcurrencyPolicy describes how the job will be handled.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum ConcurrencyPolicy {
+    /// Allows CronJobs to run concurrently.
+    #[default]
+    Allow,
+    /// Forbids concurrent runs, skipping next run if previous hasn't finished yet.
+    Forbid,
+    /// Cancels currently running job and replaces it with a new one.
+    Replace,
+}
+
+impl ConcurrencyPolicy {
+    /// Every accepted value, in the order the API documents them.
+    pub const ALL: [ConcurrencyPolicy; 3] = [Self::Allow, Self::Forbid, Self::Replace];
+
+    /// The JSON spelling of the value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Allow => "Allow",
+            Self::Forbid => "Forbid",
+            Self::Replace => "Replace",
+        }
+    }
+}
+
+fn default_suspend() -> Option<bool> {
+    Some(false)
+}
+fn default_successful_jobs_history_limit() -> Option<i32> {
+    Some(DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT)
+}
+fn default_failed_jobs_history_limit() -> Option<i32> {
+    Some(DEFAULT_FAILED_JOBS_HISTORY_LIMIT)
+}
+
+impl CronJobSpec {
+    /// Whether creation of new Jobs is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.suspend.unwrap_or(false)
+    }
+
+    /// `successfulJobsHistoryLimit` with its default applied.
+    pub fn successful_history_limit(&self) -> i32 {
+        self.successful_jobs_history_limit
+            .unwrap_or(DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT)
+    }
+
+    /// `failedJobsHistoryLimit` with its default applied.
+    pub fn failed_history_limit(&self) -> i32 {
+        self.failed_jobs_history_limit
+            .unwrap_or(DEFAULT_FAILED_JOBS_HISTORY_LIMIT)
+    }
+}
+
+/// CronJobStatus represents the current state of a cron job.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CronJobStatus {
+    /// A list of pointers to currently running jobs.
+    #[serde(default)]
+    pub active: Vec<ObjectReference>,
+
+    /// The number of currently running jobs (the length of `active`), for printing.
+    #[serde(default)]
+    pub active_count: i32,
+
+    /// Information when was the last time the job was successfully scheduled.
+    #[serde(default)]
+    pub last_schedule_time: Option<Time>,
+
+    /// Information when was the last time the job successfully completed.
+    #[serde(default)]
+    pub last_successful_time: Option<Time>,
+
+    /// Information when was the last time a job failed.
+    #[serde(default)]
+    pub last_failure_time: Option<Time>,
+
+    /// The next time a job will be scheduled, if the schedule fires again and the CronJob is
+    /// not suspended.
+    #[serde(default)]
+    pub next_schedule_time: Option<Time>,
+
+    /// The generation of the spec this status was computed from.
+    #[serde(default)]
+    pub observed_generation: Option<i64>,
+
+    /// Standard conditions. `Ready` tells whether the CronJob schedules Jobs, with reasons such
+    /// as `Scheduled`, `Suspended`, `InvalidSchedule` and `UnknownTimeZone`.
+    #[serde(default)]
+    #[schemars(schema_with = "conditions_schema")]
+    pub conditions: Vec<Condition>,
+}
+
+fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    let mut schema = generator.subschema_for::<Vec<Condition>>();
+    schema.insert("x-kubernetes-list-type".into(), "map".into());
+    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema
+}

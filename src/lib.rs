@@ -1,0 +1,8 @@
+//! kronjob: a Kubernetes operator for the `CronJob` custom resource (`batch.kronjob.dev/v1`).
+//!
+//! The crate is split by what talks to the API server and what does not:
+//! - [`api`]: the CRD types, defaults and validation rules (pure);
+//! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected).
+
+pub mod api;
+pub mod schedule;
