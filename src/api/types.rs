@@ -27,6 +27,8 @@ pub const DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT: i32 = 3;
 pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 1;
 
 /// CronJobSpec describes how the job execution will look like and when it will actually run.
+// Several `printcolumn(type_ = ..)` arguments are distinct columns, not duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(
     group = "batch.kronjob.dev",
@@ -44,9 +46,21 @@ pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 1;
     printcolumn(name = "Timezone", type_ = "string", json_path = ".spec.timeZone"),
     printcolumn(name = "Suspend", type_ = "boolean", json_path = ".spec.suspend"),
     printcolumn(name = "Active", type_ = "integer", json_path = ".status.activeCount"),
-    printcolumn(name = "Last Schedule", type_ = "date", json_path = ".status.lastScheduleTime"),
-    printcolumn(name = "Next Schedule", type_ = "date", json_path = ".status.nextScheduleTime"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
+    printcolumn(
+        name = "Last Schedule",
+        type_ = "date",
+        json_path = ".status.lastScheduleTime"
+    ),
+    printcolumn(
+        name = "Next Schedule",
+        type_ = "date",
+        json_path = ".status.nextScheduleTime"
+    ),
+    printcolumn(
+        name = "Age",
+        type_ = "date",
+        json_path = ".metadata.creationTimestamp"
+    )
 )]
 #[serde(rename_all = "camelCase")]
 pub struct CronJobSpec {
@@ -197,6 +211,9 @@ pub struct CronJobStatus {
 fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = generator.subschema_for::<Vec<Condition>>();
     schema.insert("x-kubernetes-list-type".into(), "map".into());
-    schema.insert("x-kubernetes-list-map-keys".into(), serde_json::json!(["type"]));
+    schema.insert(
+        "x-kubernetes-list-map-keys".into(),
+        serde_json::json!(["type"]),
+    );
     schema
 }

@@ -1,0 +1,336 @@
+//! The validation rules that both the API server (through the CRD schema) and the admission
+//! webhook enforce. They live in one table, [`RULES`]: CRD generation turns each entry into a
+//! `minimum`, a `maxLength` or an `x-kubernetes-validations` CEL rule at its schema location,
+//! and the webhook evaluates the same entry in Rust. A test evaluates the generated CEL with a
+//! CEL interpreter on a corpus of objects and requires the same verdicts as the Rust checks.
+//!
+//! What CEL cannot say (parsing the cron expression, loading the time zone) is checked by the
+//! webhook alone, in [`super::validation`].
+
+use serde_json::Value;
+
+/// When a rule applies.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Scope {
+    /// On create and on update.
+    Always,
+    /// On create only (the webhook skips it on update, as upstream does for the name length).
+    Create,
+}
+
+/// What a rule checks about the value at its location.
+#[derive(Debug, Clone, Copy)]
+pub enum Check {
+    /// An integer must be at least this.
+    Minimum(i64),
+    /// A string may have at most this many characters.
+    MaxLength(u64),
+    /// A CEL expression over `self` (the value at the rule's location), with the equivalent
+    /// Rust predicate. The predicate gets the value at the location (never absent: like CEL,
+    /// a rule on an absent field does not run).
+    Cel {
+        /// The CEL source, as it appears in the CRD.
+        rule: &'static str,
+        /// The Rust predicate: `true` when the value is valid.
+        holds: fn(&Value) -> bool,
+    },
+}
+
+/// The kind of failure, rendered like the API server's `field.Error` types.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// `Required value`.
+    Required,
+    /// `Invalid value: <value>`.
+    Invalid,
+    /// `Unsupported value: <value>`.
+    NotSupported,
+}
+
+/// One validation rule.
+#[derive(Debug, Clone, Copy)]
+pub struct Rule {
+    /// Schema location as property names from the object root; `[]` is the root itself.
+    pub at: &'static [&'static str],
+    /// The field the webhook reports the error on, relative to `at` (empty for `at` itself).
+    /// The CRD's CEL rule reports on `at` (it names the field in its message), because
+    /// `fieldPath` is not understood by every supported API server version.
+    pub field: &'static [&'static str],
+    /// The check.
+    pub check: Check,
+    /// The kind of error reported.
+    pub kind: ErrorKind,
+    /// The message (also the CEL rule's `message`).
+    pub message: &'static str,
+    /// When the rule applies.
+    pub scope: Scope,
+}
+
+impl Rule {
+    /// The full field path the error is reported on, e.g. `spec.jobTemplate.spec.parallelism`.
+    pub fn path(&self) -> String {
+        self.at
+            .iter()
+            .chain(self.field.iter())
+            .copied()
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// Evaluate the rule on the value at its location: `true` when it holds.
+    pub fn holds(&self, value: &Value) -> bool {
+        match self.check {
+            Check::Minimum(min) => value.as_i64().is_none_or(|v| v >= min),
+            Check::MaxLength(max) => value
+                .as_str()
+                .is_none_or(|s| s.chars().count() as u64 <= max),
+            Check::Cel { holds, .. } => holds(value),
+        }
+    }
+
+    /// The value the error reports: the field's own value when it exists.
+    pub fn reported_value<'a>(&self, at_value: &'a Value) -> Option<&'a Value> {
+        self.field.iter().try_fold(at_value, |v, key| v.get(key))
+    }
+}
+
+/// Walk `path` from `root`; `None` when any step is absent or null.
+pub fn lookup<'a>(root: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter()
+        .try_fold(root, |v, key| v.get(key))
+        .filter(|v| !v.is_null())
+}
+
+const SCHEDULE: &[&str] = &["spec", "schedule"];
+const TIME_ZONE: &[&str] = &["spec", "timeZone"];
+const POD_SPEC: &[&str] = &["spec", "jobTemplate", "spec", "template", "spec"];
+
+/// Longest accepted `timeZone` (the longest IANA name has 32 characters). It also bounds the
+/// cost the API server estimates for the CEL rules on the field.
+pub const MAX_TIME_ZONE_LENGTH: u64 = 255;
+/// Longest accepted `schedule`; bounds the CEL cost estimate.
+pub const MAX_SCHEDULE_LENGTH: u64 = 1024;
+/// Longest CronJob name: a Job name (at most 63 characters) adds `-` and 10 digits of minutes.
+pub const MAX_NAME_LENGTH: usize = 52;
+
+const GE0: &str = "must be greater than or equal to 0";
+
+fn minimum(at: &'static [&'static str]) -> Rule {
+    Rule {
+        at,
+        field: &[],
+        check: Check::Minimum(0),
+        kind: ErrorKind::Invalid,
+        message: GE0,
+        scope: Scope::Always,
+    }
+}
+
+fn str_of(v: &Value) -> &str {
+    v.as_str().unwrap_or_default()
+}
+
+/// Whether `tz` has the shape of an IANA name: `/`-separated parts of 1-14 characters from
+/// `A-Za-z0-9._+-`, no part `.` or `..`, no part starting with `-` (upstream's rule).
+pub fn time_zone_shape_ok(tz: &str) -> bool {
+    tz.split('/').all(|part| {
+        (1..=14).contains(&part.len())
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b"._+-".contains(&b))
+            && part != "."
+            && part != ".."
+            && !part.starts_with('-')
+    })
+}
+
+/// Every rule, in the order errors are reported.
+pub fn rules() -> &'static [Rule] {
+    &RULES
+}
+
+static RULES: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
+    vec![
+        Rule {
+            at: &[],
+            field: &["metadata", "name"],
+            check: Check::Cel {
+                rule: "size(self.metadata.name) <= 52",
+                holds: |v| {
+                    lookup(v, &["metadata", "name"])
+                        .and_then(Value::as_str)
+                        .is_none_or(|n| n.chars().count() <= MAX_NAME_LENGTH)
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "must be no more than 52 characters",
+            scope: Scope::Create,
+        },
+        Rule {
+            at: SCHEDULE,
+            field: &[],
+            check: Check::Cel {
+                rule: "size(self) > 0",
+                holds: |v| !str_of(v).is_empty(),
+            },
+            kind: ErrorKind::Required,
+            message: "schedule must not be empty",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SCHEDULE,
+            field: &[],
+            check: Check::MaxLength(MAX_SCHEDULE_LENGTH),
+            kind: ErrorKind::Invalid,
+            message: "must have at most 1024 characters",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SCHEDULE,
+            field: &[],
+            check: Check::Cel {
+                rule: "!self.contains('TZ=')",
+                holds: |v| !str_of(v).contains("TZ="),
+            },
+            kind: ErrorKind::Invalid,
+            message: "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: TIME_ZONE,
+            field: &[],
+            check: Check::MaxLength(MAX_TIME_ZONE_LENGTH),
+            kind: ErrorKind::Invalid,
+            message: "must have at most 255 characters",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: TIME_ZONE,
+            field: &[],
+            check: Check::Cel {
+                rule: "size(self) > 0",
+                holds: |v| !str_of(v).is_empty(),
+            },
+            kind: ErrorKind::Invalid,
+            message: "timeZone must be nil or non-empty string",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: TIME_ZONE,
+            field: &[],
+            check: Check::Cel {
+                rule: "self.lowerAscii() != 'local'",
+                holds: |v| !str_of(v).eq_ignore_ascii_case("local"),
+            },
+            kind: ErrorKind::Invalid,
+            message: "timeZone must be an explicit time zone as defined in https://www.iana.org/time-zones",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: TIME_ZONE,
+            field: &[],
+            check: Check::Cel {
+                rule: "size(self) == 0 || (self.matches('^[A-Za-z0-9._+-]{1,14}(/[A-Za-z0-9._+-]{1,14})*$') && !self.matches('(^|/)[.][.]?(/|$)') && !self.matches('(^|/)-'))",
+                holds: |v| {
+                    let tz = str_of(v);
+                    tz.is_empty() || time_zone_shape_ok(tz)
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "unknown time zone",
+            scope: Scope::Always,
+        },
+        minimum(&["spec", "startingDeadlineSeconds"]),
+        minimum(&["spec", "successfulJobsHistoryLimit"]),
+        minimum(&["spec", "failedJobsHistoryLimit"]),
+        Rule {
+            at: &["spec", "jobTemplate", "spec", "selector"],
+            field: &[],
+            check: Check::Cel {
+                rule: "false",
+                holds: |_| false,
+            },
+            kind: ErrorKind::Invalid,
+            message: "`selector` will be auto-generated",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: &["spec", "jobTemplate", "spec", "manualSelector"],
+            field: &[],
+            check: Check::Cel {
+                rule: "!self",
+                holds: |v| v.as_bool() != Some(true),
+            },
+            kind: ErrorKind::NotSupported,
+            message: "supported values: \"nil\", \"false\"",
+            scope: Scope::Always,
+        },
+        minimum(&["spec", "jobTemplate", "spec", "parallelism"]),
+        minimum(&["spec", "jobTemplate", "spec", "completions"]),
+        minimum(&["spec", "jobTemplate", "spec", "activeDeadlineSeconds"]),
+        minimum(&["spec", "jobTemplate", "spec", "backoffLimit"]),
+        minimum(&["spec", "jobTemplate", "spec", "ttlSecondsAfterFinished"]),
+        Rule {
+            at: POD_SPEC,
+            field: &["restartPolicy"],
+            check: Check::Cel {
+                rule: "has(self.restartPolicy) && (self.restartPolicy == 'OnFailure' || self.restartPolicy == 'Never')",
+                holds: |v| {
+                    matches!(
+                        lookup(v, &["restartPolicy"]).and_then(Value::as_str),
+                        Some("OnFailure" | "Never")
+                    )
+                },
+            },
+            kind: ErrorKind::Required,
+            message: "valid values: \"OnFailure\", \"Never\"",
+            scope: Scope::Always,
+        },
+    ]
+});
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn time_zone_shape_follows_upstream() {
+        for ok in [
+            "UTC",
+            "America/New_York",
+            "Etc/GMT+5",
+            "America/Argentina/Salta",
+        ] {
+            assert!(time_zone_shape_ok(ok), "{ok}");
+        }
+        for bad in [
+            "",
+            "a//b",
+            "../etc",
+            "./x",
+            "-x/y",
+            "Europe/ThisIsFarTooLong",
+            "a b",
+            "x/",
+        ] {
+            assert!(!time_zone_shape_ok(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn paths_name_the_field() {
+        let paths: Vec<String> = rules().iter().map(Rule::path).collect();
+        assert!(paths.contains(&"metadata.name".to_string()));
+        assert!(paths.contains(&"spec.jobTemplate.spec.template.spec.restartPolicy".to_string()));
+        assert!(paths.contains(&"spec.jobTemplate.spec.ttlSecondsAfterFinished".to_string()));
+    }
+
+    #[test]
+    fn minimum_ignores_absent_and_rejects_negative() {
+        let rule = minimum(&["spec", "startingDeadlineSeconds"]);
+        assert!(rule.holds(&json!(0)));
+        assert!(rule.holds(&json!(10)));
+        assert!(!rule.holds(&json!(-1)));
+    }
+}

@@ -1,0 +1,542 @@
+//! The generated CRD: names, fields, defaults, columns, rules, size, freshness of the committed
+//! file, structural schema, and lossless round-trip of a full Job template.
+
+use std::collections::BTreeSet;
+
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
+use kronjob::api::crdgen::{CRD_FILE, crd, crd_yaml};
+use kronjob::api::rules::{Check, lookup, rules};
+use serde_json::{Value, json};
+
+fn schema() -> Value {
+    let crd = crd().expect("CRD generates");
+    let version = &crd.spec.versions[0];
+    serde_json::to_value(
+        version
+            .schema
+            .as_ref()
+            .and_then(|s| s.open_api_v3_schema.as_ref())
+            .expect("schema"),
+    )
+    .expect("schema is JSON")
+}
+
+fn node<'a>(schema: &'a Value, path: &[&str]) -> &'a Value {
+    let mut n = schema;
+    for key in path {
+        if n.get("properties").is_none() && n.get("items").is_some() {
+            n = &n["items"];
+        }
+        n = n
+            .get("properties")
+            .and_then(|p| p.get(*key))
+            .unwrap_or_else(|| panic!("no schema node at {path:?} (stopped at {key})"));
+    }
+    n
+}
+
+#[test]
+fn names_scope_and_subresources() {
+    let crd = crd().expect("CRD generates");
+    assert_eq!(
+        crd.metadata.name.as_deref(),
+        Some("cronjobs.batch.kronjob.dev")
+    );
+    assert_eq!(crd.spec.group, "batch.kronjob.dev");
+    assert_eq!(crd.spec.scope, "Namespaced");
+    let names = &crd.spec.names;
+    assert_eq!(names.kind, "CronJob");
+    assert_eq!(names.plural, "cronjobs");
+    assert_eq!(names.singular.as_deref(), Some("cronjob"));
+    assert_eq!(names.short_names.as_deref(), Some(&["kcj".to_string()][..]));
+    assert_eq!(
+        names.categories.as_deref(),
+        Some(&["kronjob".to_string()][..])
+    );
+    assert_eq!(crd.spec.versions.len(), 1);
+    let v = &crd.spec.versions[0];
+    assert_eq!(v.name, "v1");
+    assert!(v.served && v.storage);
+    assert!(
+        v.subresources
+            .as_ref()
+            .and_then(|s| s.status.as_ref())
+            .is_some(),
+        "status subresource"
+    );
+}
+
+#[test]
+fn printer_columns() {
+    let crd = crd().expect("CRD generates");
+    let cols: Vec<(String, String, String)> = crd.spec.versions[0]
+        .additional_printer_columns
+        .as_ref()
+        .expect("columns")
+        .iter()
+        .map(|c| (c.name.to_uppercase(), c.type_.clone(), c.json_path.clone()))
+        .collect();
+    let want = [
+        ("SCHEDULE", "string", ".spec.schedule"),
+        ("TIMEZONE", "string", ".spec.timeZone"),
+        ("SUSPEND", "boolean", ".spec.suspend"),
+        ("ACTIVE", "integer", ".status.activeCount"),
+        ("LAST SCHEDULE", "date", ".status.lastScheduleTime"),
+        ("NEXT SCHEDULE", "date", ".status.nextScheduleTime"),
+        ("AGE", "date", ".metadata.creationTimestamp"),
+    ];
+    let want: Vec<(String, String, String)> = want
+        .iter()
+        .map(|(a, b, c)| (a.to_string(), b.to_string(), c.to_string()))
+        .collect();
+    assert_eq!(cols, want);
+}
+
+#[test]
+fn spec_fields_types_defaults_and_required() {
+    let s = schema();
+    let spec = node(&s, &["spec"]);
+    let required: BTreeSet<&str> = spec["required"]
+        .as_array()
+        .expect("required")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(required, BTreeSet::from(["schedule", "jobTemplate"]));
+    assert_eq!(node(&s, &["spec", "schedule"])["type"], "string");
+    assert_eq!(node(&s, &["spec", "timeZone"])["type"], "string");
+    let deadline = node(&s, &["spec", "startingDeadlineSeconds"]);
+    assert_eq!(deadline["type"], "integer");
+    assert_eq!(deadline["format"], "int64");
+    assert_eq!(deadline["minimum"].as_f64(), Some(0.0));
+    let policy = node(&s, &["spec", "concurrencyPolicy"]);
+    assert_eq!(policy["enum"], json!(["Allow", "Forbid", "Replace"]));
+    assert_eq!(policy["default"], "Allow");
+    assert_eq!(node(&s, &["spec", "suspend"])["default"], false);
+    for (field, default) in [
+        ("successfulJobsHistoryLimit", 3),
+        ("failedJobsHistoryLimit", 1),
+    ] {
+        let n = node(&s, &["spec", field]);
+        assert_eq!(n["default"], default, "{field}");
+        assert_eq!(n["format"], "int32", "{field}");
+        assert_eq!(n["minimum"].as_f64(), Some(0.0), "{field}");
+    }
+    // Our own fields keep their documentation for `kubectl explain`.
+    for field in ["schedule", "timeZone", "jobTemplate", "concurrencyPolicy"] {
+        assert!(
+            node(&s, &["spec", field])["description"].is_string(),
+            "{field} has a description"
+        );
+    }
+}
+
+#[test]
+fn status_fields() {
+    let s = schema();
+    for field in [
+        "active",
+        "activeCount",
+        "lastScheduleTime",
+        "lastSuccessfulTime",
+        "lastFailureTime",
+        "nextScheduleTime",
+        "observedGeneration",
+        "conditions",
+    ] {
+        let n = node(&s, &["status", field]);
+        assert!(n["description"].is_string(), "status.{field} documented");
+    }
+    assert_eq!(node(&s, &["status", "activeCount"])["type"], "integer");
+    assert_eq!(
+        node(&s, &["status", "lastScheduleTime"])["format"],
+        "date-time"
+    );
+    let conditions = node(&s, &["status", "conditions"]);
+    assert_eq!(conditions["x-kubernetes-list-type"], "map");
+    assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+}
+
+#[test]
+fn committed_crd_is_fresh_and_small() {
+    let path = format!("{}/crd/{CRD_FILE}", env!("CARGO_MANIFEST_DIR"));
+    let committed = std::fs::read_to_string(&path).expect("crd/ file exists");
+    let generated = crd_yaml().expect("YAML");
+    assert!(
+        committed == generated,
+        "{path} is stale: run `just generate` (or `kronjob crd > {path}`)"
+    );
+    assert!(
+        generated.len() < 200_000,
+        "the CRD is {} bytes; client-side kubectl apply needs it well under 262,144",
+        generated.len()
+    );
+    // The YAML parses back to the same CRD.
+    let parsed: Value = serde_yaml_ng::from_str(&generated).expect("YAML parses");
+    let direct = serde_json::to_value(crd().expect("CRD")).expect("JSON");
+    assert_eq!(parsed, direct);
+}
+
+#[test]
+fn helm_chart_crd_copy_is_fresh_when_present() {
+    let chart = format!(
+        "{}/config/helm/kronjob/crds/{CRD_FILE}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    if let Ok(copy) = std::fs::read_to_string(&chart) {
+        assert!(
+            copy == crd_yaml().expect("YAML"),
+            "{chart} is stale: run `just generate`"
+        );
+    }
+}
+
+/// Every node of a structural schema has a type (or is int-or-string / preserve-unknown),
+/// arrays have items, and nothing uses $ref or the forbidden combinators with types.
+fn assert_structural(n: &Value, path: &str) {
+    let obj = n
+        .as_object()
+        .unwrap_or_else(|| panic!("{path}: not an object"));
+    assert!(!obj.contains_key("$ref"), "{path}: $ref");
+    for comb in ["anyOf", "oneOf", "allOf", "not"] {
+        assert!(!obj.contains_key(comb), "{path}: {comb}");
+    }
+    let int_or_string = obj.get("x-kubernetes-int-or-string") == Some(&json!(true));
+    let preserve = obj.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true));
+    if int_or_string {
+        assert!(
+            !obj.contains_key("type"),
+            "{path}: int-or-string with a type"
+        );
+    } else {
+        assert!(obj.contains_key("type") || preserve, "{path}: missing type");
+    }
+    if obj.get("type") == Some(&json!("array")) {
+        assert!(obj.contains_key("items"), "{path}: array without items");
+    }
+    if let Some(props) = obj.get("properties").and_then(Value::as_object) {
+        for (k, v) in props {
+            assert_structural(v, &format!("{path}.{k}"));
+        }
+    }
+    if let Some(items) = obj.get("items") {
+        assert_structural(items, &format!("{path}[]"));
+    }
+    if let Some(add) = obj.get("additionalProperties").filter(|a| a.is_object()) {
+        assert_structural(add, &format!("{path}{{}}"));
+    }
+}
+
+#[test]
+fn schema_is_structural() {
+    let s = schema();
+    assert_structural(&s, "");
+}
+
+/// Prune `value` like the API server does with a structural schema: unknown object fields go.
+fn prune(value: &Value, schema: &Value) -> Value {
+    if schema.get("x-kubernetes-preserve-unknown-fields") == Some(&json!(true))
+        && schema.get("properties").is_none()
+    {
+        return value.clone();
+    }
+    match value {
+        Value::Object(map) => {
+            let mut out = serde_json::Map::new();
+            for (k, v) in map {
+                if let Some(prop) = schema.get("properties").and_then(|p| p.get(k)) {
+                    out.insert(k.clone(), prune(v, prop));
+                } else if let Some(add) = schema.get("additionalProperties") {
+                    if add.is_object() {
+                        out.insert(k.clone(), prune(v, add));
+                    } else if add == &json!(true) {
+                        out.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            Value::Object(out)
+        }
+        Value::Array(items) => Value::Array(
+            items
+                .iter()
+                .map(|v| schema.get("items").map_or(v.clone(), |s| prune(v, s)))
+                .collect(),
+        ),
+        other => other.clone(),
+    }
+}
+
+fn full_job_template() -> Value {
+    json!({
+        "metadata": {
+            "labels": {"app": "report", "tier": "batch"},
+            "annotations": {"example.com/owner": "team-a"}
+        },
+        "spec": {
+            "backoffLimit": 4,
+            "activeDeadlineSeconds": 600,
+            "ttlSecondsAfterFinished": 3600,
+            "completions": 1,
+            "parallelism": 1,
+            "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+            ]},
+            "template": {
+                "metadata": {"labels": {"app": "report"}, "annotations": {"sidecar": "off"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": "reporter",
+                    "containers": [{
+                        "name": "main",
+                        "image": "busybox:1.36",
+                        "command": ["/bin/sh", "-c"],
+                        "args": ["date; echo hello"],
+                        "env": [
+                            {"name": "MODE", "value": "full"},
+                            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "t"}}}
+                        ],
+                        "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "1", "memory": "64Mi"}},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "cfg", "mountPath": "/etc/cfg", "readOnly": true}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+                        "readinessProbe": {"tcpSocket": {"port": 8080}},
+                        "securityContext": {"runAsNonRoot": true, "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}
+                    }],
+                    "volumes": [
+                        {"name": "data", "emptyDir": {"sizeLimit": "1Gi"}},
+                        {"name": "cfg", "configMap": {"name": "report-config", "items": [{"key": "a", "path": "a.conf"}]}},
+                        {"name": "pvc", "persistentVolumeClaim": {"claimName": "reports"}}
+                    ],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}
+                    ]}}},
+                    "tolerations": [{"key": "batch", "operator": "Equal", "value": "true", "effect": "NoSchedule"}],
+                    "nodeSelector": {"pool": "batch"}
+                }
+            }
+        }
+    })
+}
+
+#[test]
+fn full_job_template_round_trips_through_serde_and_schema() {
+    let template = full_job_template();
+    // serde: k8s-openapi's JobTemplateSpec keeps every field.
+    let typed: JobTemplateSpec = serde_json::from_value(template.clone()).expect("decodes");
+    assert_eq!(serde_json::to_value(&typed).expect("encodes"), template);
+    // schema: pruning against our CRD keeps every field.
+    let s = schema();
+    let jt = node(&s, &["spec", "jobTemplate"]);
+    assert_eq!(prune(&template, jt), template);
+    // and the pruner does prune: an unknown field is dropped.
+    let mut typo = template.clone();
+    typo["spec"]["backofLimit"] = json!(3);
+    assert_eq!(prune(&typo, jt), template);
+}
+
+#[test]
+fn int_or_string_and_embedded_metadata() {
+    let s = schema();
+    let container = &[
+        "spec",
+        "jobTemplate",
+        "spec",
+        "template",
+        "spec",
+        "containers",
+    ];
+    let mut limits = container.to_vec();
+    limits.extend(["resources", "limits"]);
+    let limits = node(&s, &limits);
+    assert_eq!(
+        limits["additionalProperties"]["x-kubernetes-int-or-string"],
+        true
+    );
+    let mut port = container.to_vec();
+    port.extend(["livenessProbe", "httpGet", "port"]);
+    assert_eq!(node(&s, &port)["x-kubernetes-int-or-string"], true);
+    for meta in [
+        &["spec", "jobTemplate", "metadata"][..],
+        &["spec", "jobTemplate", "spec", "template", "metadata"][..],
+    ] {
+        let mut p = meta.to_vec();
+        p.push("labels");
+        assert_eq!(node(&s, &p)["type"], "object");
+        p.pop();
+        p.push("annotations");
+        assert_eq!(node(&s, &p)["type"], "object");
+    }
+    // Embedded types carry no descriptions below their own; that keeps the CRD small.
+    let mut jt = node(&s, &["spec", "jobTemplate"]).clone();
+    assert!(jt["description"].is_string());
+    jt.as_object_mut().map(|m| m.remove("description"));
+    assert!(
+        !serde_json::to_string(&jt)
+            .expect("json")
+            .contains("\"description\"")
+    );
+}
+
+#[test]
+fn ephemeral_containers_are_rejected_by_the_schema() {
+    let s = schema();
+    let n = node(
+        &s,
+        &[
+            "spec",
+            "jobTemplate",
+            "spec",
+            "template",
+            "spec",
+            "ephemeralContainers",
+        ],
+    );
+    assert_eq!(n["maxItems"], 0);
+}
+
+fn valid_cronjob() -> Value {
+    json!({
+        "apiVersion": "batch.kronjob.dev/v1",
+        "kind": "CronJob",
+        "metadata": {"name": "report", "namespace": "default"},
+        "spec": {
+            "schedule": "*/5 * * * *",
+            "timeZone": "Europe/Berlin",
+            "jobTemplate": full_job_template()
+        }
+    })
+}
+
+/// (location, CEL rule) of every failing CEL rule, according to kube-cel on the generated CRD.
+fn cel_failures(schema: &Value, object: &Value) -> BTreeSet<(String, String)> {
+    match kube::core::cel::Validator::new().validate(schema, object, None) {
+        Ok(()) => BTreeSet::new(),
+        Err(errors) => errors
+            .into_vec()
+            .into_iter()
+            .map(|e| (e.field_path.trim_start_matches('.').to_string(), e.rule))
+            .collect(),
+    }
+}
+
+/// The same, according to the Rust predicates of the rule table.
+fn rust_failures(object: &Value) -> BTreeSet<(String, String)> {
+    rules()
+        .iter()
+        .filter_map(|rule| {
+            let Check::Cel { rule: cel, .. } = rule.check else {
+                return None;
+            };
+            let at = if rule.at.is_empty() {
+                Some(object)
+            } else {
+                lookup(object, rule.at)
+            }?;
+            (!rule.holds(at)).then(|| (rule.at.join("."), cel.to_string()))
+        })
+        .collect()
+}
+
+#[test]
+fn cel_rules_and_rust_checks_agree() {
+    let s = schema();
+    let base = valid_cronjob();
+    assert_eq!(cel_failures(&s, &base), BTreeSet::new(), "base is valid");
+    type Edit = fn(&mut Value);
+    let edits: Vec<(&str, Edit)> = vec![
+        ("name 52", |o| o["metadata"]["name"] = json!("a".repeat(52))),
+        ("name 53", |o| o["metadata"]["name"] = json!("a".repeat(53))),
+        ("empty schedule", |o| o["spec"]["schedule"] = json!("")),
+        ("TZ=", |o| o["spec"]["schedule"] = json!("TZ=UTC * * * * *")),
+        ("CRON_TZ=", |o| {
+            o["spec"]["schedule"] = json!("CRON_TZ=Europe/Paris 0 * * * *")
+        }),
+        ("empty zone", |o| o["spec"]["timeZone"] = json!("")),
+        ("Local", |o| o["spec"]["timeZone"] = json!("Local")),
+        ("LOCAL", |o| o["spec"]["timeZone"] = json!("LOCAL")),
+        ("dotdot", |o| o["spec"]["timeZone"] = json!("../etc/passwd")),
+        ("dash", |o| o["spec"]["timeZone"] = json!("-Europe/Berlin")),
+        ("long part", |o| {
+            o["spec"]["timeZone"] = json!("Europe/Aaaaaaaaaaaaaaa")
+        }),
+        ("space", |o| {
+            o["spec"]["timeZone"] = json!("Europe/New York")
+        }),
+        ("good zone", |o| {
+            o["spec"]["timeZone"] = json!("America/Argentina/Salta")
+        }),
+        ("selector", |o| {
+            o["spec"]["jobTemplate"]["spec"]["selector"] = json!({"matchLabels": {"a": "b"}})
+        }),
+        ("manualSelector true", |o| {
+            o["spec"]["jobTemplate"]["spec"]["manualSelector"] = json!(true)
+        }),
+        ("manualSelector false", |o| {
+            o["spec"]["jobTemplate"]["spec"]["manualSelector"] = json!(false)
+        }),
+        ("no restartPolicy", |o| {
+            if let Some(spec) = o["spec"]["jobTemplate"]["spec"]["template"]["spec"].as_object_mut()
+            {
+                spec.remove("restartPolicy");
+            }
+        }),
+        ("Always", |o| {
+            o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = json!("Always")
+        }),
+        ("OnFailure", |o| {
+            o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] =
+                json!("OnFailure")
+        }),
+        ("everything", |o| {
+            o["metadata"]["name"] = json!("b".repeat(60));
+            o["spec"]["schedule"] = json!("TZ=x");
+            o["spec"]["timeZone"] = json!("local");
+            o["spec"]["jobTemplate"]["spec"]["selector"] = json!({});
+            o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] = json!("Always");
+        }),
+    ];
+    let mut failing_cases = 0;
+    for (name, edit) in edits {
+        let mut object = base.clone();
+        edit(&mut object);
+        let cel = cel_failures(&s, &object);
+        let rust = rust_failures(&object);
+        assert_eq!(
+            cel, rust,
+            "case {name}: CEL (left) and Rust (right) disagree"
+        );
+        if !cel.is_empty() {
+            failing_cases += 1;
+        }
+    }
+    assert!(failing_cases >= 14, "the corpus exercises the rules");
+}
+
+#[test]
+fn every_cel_rule_is_exercised_by_some_failure() {
+    // A rule whose CEL never fails on anything would be dead; check each rule's predicate
+    // rejects at least its canonical bad value, so the agreement test is meaningful.
+    let bad: Vec<(&[&str], Value)> = vec![
+        (&[], json!({"metadata": {"name": "x".repeat(53)}})),
+        (&["spec", "schedule"], json!("")),
+        (&["spec", "schedule"], json!("TZ=UTC 0 * * * *")),
+        (&["spec", "timeZone"], json!("")),
+        (&["spec", "timeZone"], json!("Local")),
+        (&["spec", "timeZone"], json!("../x")),
+        (&["spec", "jobTemplate", "spec", "selector"], json!({})),
+        (
+            &["spec", "jobTemplate", "spec", "manualSelector"],
+            json!(true),
+        ),
+        (
+            &["spec", "jobTemplate", "spec", "template", "spec"],
+            json!({}),
+        ),
+    ];
+    for rule in rules() {
+        if let Check::Cel { rule: cel, .. } = rule.check {
+            let rejected = bad.iter().any(|(at, v)| *at == rule.at && !rule.holds(v));
+            assert!(rejected, "rule {cel} at {:?} is never exercised", rule.at);
+        }
+    }
+}
