@@ -5,4 +5,5 @@
 //! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected).
 
 pub mod api;
+pub mod clock;
 pub mod schedule;
