@@ -6,4 +6,7 @@
 
 pub mod api;
 pub mod clock;
+pub mod manager;
+pub mod metrics;
 pub mod schedule;
+pub mod telemetry;

@@ -540,3 +540,30 @@ fn every_cel_rule_is_exercised_by_some_failure() {
         }
     }
 }
+
+#[test]
+fn samples_decode_pass_the_schema_rules_and_lose_nothing() {
+    let s = schema();
+    let dir = format!("{}/config/samples", env!("CARGO_MANIFEST_DIR"));
+    let mut seen = 0;
+    for entry in std::fs::read_dir(&dir).expect("samples dir") {
+        let path = entry.expect("entry").path();
+        let name = path.display().to_string();
+        if name.ends_with("kustomization.yaml") || !name.ends_with(".yaml") {
+            continue;
+        }
+        let text = std::fs::read_to_string(&path).expect("read sample");
+        let object: Value = serde_yaml_ng::from_str(&text).expect("sample is YAML");
+        let typed: kronjob::api::CronJob =
+            serde_json::from_value(object.clone()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(typed.metadata.name.is_some(), "{name} has a name");
+        assert_eq!(cel_failures(&s, &object), BTreeSet::new(), "{name}");
+        assert_eq!(
+            prune(&object["spec"], node(&s, &["spec"])),
+            object["spec"],
+            "{name}"
+        );
+        seen += 1;
+    }
+    assert!(seen >= 2, "samples found: {seen}");
+}

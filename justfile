@@ -1,0 +1,65 @@
+# kronjob developer recipes. `just ci` is what CI runs (.ci/run installs the tools first).
+
+export PATH := justfile_directory() + "/.tools/bin:" + env_var("PATH")
+
+crd_file := "crd/cronjobs.batch.kronjob.dev.yaml"
+chart := "config/helm/kronjob"
+
+# List the recipes.
+default:
+    @just --list
+
+# Install helm, kubectl and just into .tools/bin.
+tools:
+    ./scripts/install-tools.sh
+
+# Build the binary (release).
+build:
+    cargo build --release
+
+# Unit, integration and doc tests (e2e tests are ignored unless `just e2e`).
+test:
+    cargo test --all-targets
+    cargo test --doc
+
+# Formatting and clippy, warnings are errors.
+lint:
+    cargo fmt --check
+    cargo clippy --all-targets -- -D warnings
+
+# Regenerate the CRD YAML and its copy in the helm chart.
+generate:
+    cargo run --quiet -- crd > {{crd_file}}
+    if [ -d {{chart}}/crds ]; then cp {{crd_file}} {{chart}}/crds/; fi
+
+# Render every install path: kustomize and the helm chart (default and cert-manager values).
+manifests:
+    kubectl kustomize config/default > /dev/null
+    kubectl kustomize config/samples > /dev/null
+    if [ -d {{chart}} ]; then \
+      cmp {{crd_file}} {{chart}}/crds/$(basename {{crd_file}}) && \
+      helm lint {{chart}} && \
+      helm lint {{chart}} --set webhook.certManager.enabled=true && \
+      helm template kronjob {{chart}} --namespace kronjob-system > /dev/null && \
+      helm template kronjob {{chart}} --namespace kronjob-system --set webhook.certManager.enabled=true > /dev/null; \
+    fi
+
+# Run the operator against the cluster in KUBECONFIG, installing or updating its CRD.
+run *ARGS:
+    cargo run --release -- run --install-crd {{ARGS}}
+
+# End-to-end tests against the cluster in KUBECONFIG (needs KRONJOB_E2E=1 and a running manager or image).
+e2e:
+    KRONJOB_E2E=1 cargo test --test e2e -- --ignored --test-threads=1 --nocapture
+
+# Benchmarks (criterion).
+bench:
+    cargo bench
+
+# Build the container image.
+docker tag="kronjob:dev":
+    docker build -t {{tag}} .
+
+# Everything CI checks.
+ci: lint test manifests
+    cargo test --test e2e --no-run

