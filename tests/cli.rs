@@ -1,0 +1,57 @@
+//! The `kronjob` command as a user runs it.
+
+use std::process::{Command, Output};
+
+fn kronjob(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kronjob"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run kronjob")
+}
+
+#[test]
+fn version_and_help() {
+    let out = kronjob(&["--version"]);
+    assert!(out.status.success());
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        format!("kronjob {}", env!("CARGO_PKG_VERSION"))
+    );
+    let help = kronjob(&["--help"]);
+    assert!(help.status.success());
+    let text = String::from_utf8_lossy(&help.stdout);
+    for sub in ["crd", "next", "run", "trigger"] {
+        assert!(text.contains(sub), "--help lists {sub}: {text}");
+    }
+}
+
+#[test]
+fn crd_prints_the_committed_crd() {
+    let out = kronjob(&["crd"]);
+    assert!(out.status.success());
+    let committed = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/crd/cronjobs.batch.kronjob.dev.yaml"
+    ))
+    .expect("committed CRD");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), committed);
+}
+
+#[test]
+fn bad_flags_exit_2_with_a_message() {
+    for args in [
+        &["--bogus"][..],
+        &["crd", "--bogus"][..],
+        &["run", "--metrics-addr", "not-an-address"][..],
+        &["run", "--ttl-jobs", "sometimes"][..],
+        &["next"][..],
+    ] {
+        let out = kronjob(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).trim().is_empty(),
+            "{args:?} explains itself"
+        );
+    }
+}
