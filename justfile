@@ -44,6 +44,10 @@ manifests:
       helm template kronjob {{chart}} --namespace kronjob-system --set webhook.certManager.enabled=true > /dev/null; \
     fi
 
+# Install `kronjob` and the kubectl plugin `kubectl-kronjob` into ~/.cargo/bin.
+install:
+    cargo install --path . --locked
+
 # Run the operator against the cluster in KUBECONFIG, installing or updating its CRD.
 run *ARGS:
     cargo run --release -- run --install-crd {{ARGS}}

@@ -30,8 +30,17 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
         .and_then(|v| v.to_str().ok())
         .unwrap_or_default()
         .to_string();
-    let body = response.into_body().collect().await.expect("body").to_bytes();
-    (status, content_type, String::from_utf8_lossy(&body).into_owned())
+    let body = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (
+        status,
+        content_type,
+        String::from_utf8_lossy(&body).into_owned(),
+    )
 }
 
 #[tokio::test]
@@ -44,8 +53,12 @@ async fn probes_and_metrics_serve_and_shut_down_cleanly() {
     let health = Health::new(true);
     let shutdown = CancellationToken::new();
 
-    let health_listener = bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
-    let metrics_listener = bind("127.0.0.1:0".parse().expect("addr")).await.expect("bind");
+    let health_listener = bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
+    let metrics_listener = bind("127.0.0.1:0".parse().expect("addr"))
+        .await
+        .expect("bind");
     let health_addr = health_listener.local_addr().expect("addr");
     let metrics_addr = metrics_listener.local_addr().expect("addr");
     let h = tokio::spawn(serve(
@@ -62,17 +75,28 @@ async fn probes_and_metrics_serve_and_shut_down_cleanly() {
     ));
 
     assert_eq!(get(health_addr, "/healthz").await.0, 200);
-    assert_eq!(get(health_addr, "/readyz").await.0, 503, "webhook not serving yet");
+    assert_eq!(
+        get(health_addr, "/readyz").await.0,
+        503,
+        "webhook not serving yet"
+    );
     health.set_webhook_serving(true);
     assert_eq!(get(health_addr, "/readyz").await.0, 200);
     health.set_leader(true);
-    assert_eq!(get(health_addr, "/readyz").await.0, 503, "leader caches not synced");
+    assert_eq!(
+        get(health_addr, "/readyz").await.0,
+        503,
+        "leader caches not synced"
+    );
     health.set_caches_synced(true);
     assert_eq!(get(health_addr, "/readyz").await.0, 200);
 
     let (status, content_type, body) = get(metrics_addr, "/metrics").await;
     assert_eq!(status, 200);
-    assert!(content_type.starts_with("application/openmetrics-text"), "{content_type}");
+    assert!(
+        content_type.starts_with("application/openmetrics-text"),
+        "{content_type}"
+    );
     assert!(body.contains("kronjob_test_events_total 1"), "{body}");
     assert_eq!(get(metrics_addr, "/nope").await.0, 404);
 
