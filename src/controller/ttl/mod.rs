@@ -532,7 +532,12 @@ async fn undecidable<K: TtlObject>(
 
 /// Count the error and retry after a jittered, per-object exponential backoff.
 fn error_policy<K: TtlObject>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
-    let key = failure_key(&*obj);
+    Action::requeue(retry_delay(&*obj, error, &ctx))
+}
+
+/// Count and log the error; the delay before the next attempt at `obj`.
+fn retry_delay<K: TtlObject>(obj: &K, error: &Error, ctx: &Context) -> Duration {
+    let key = failure_key(obj);
     let attempt = ctx.record_failure(key.clone());
     let delay = backoff_delay(attempt, ctx.jitter(&key, attempt));
     ctx.metrics.error(K::KIND, error.category());
@@ -542,7 +547,7 @@ fn error_policy<K: TtlObject>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> 
         retry_in_s = delay.as_secs_f64(),
         "TTL reconcile failed"
     );
-    Action::requeue(delay)
+    delay
 }
 
 /// An error with its sources, `a: b: c`.
