@@ -603,3 +603,98 @@ fn args_default_to_owned_jobs_and_no_pods() {
     assert!(cli.ttl.ttl_pods);
     assert!(Cli::try_parse_from(["kronjob", "--ttl-jobs=some"]).is_err());
 }
+
+/// The whole pipeline through [`run`]: the list and watch carry the label selector, an expired
+/// owned Job from the initial list is read fresh and deleted, an unowned one is not touched, and
+/// `run` returns on shutdown.
+#[tokio::test]
+async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdown() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let mut registry = Registry::default();
+    let metrics = TtlMetrics::new(&mut registry);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let args = TtlArgs {
+        ttl_jobs: TtlScope::Owned,
+        ttl_pods: false,
+    };
+    let controller = tokio::spawn(run(
+        Client::new(service, "default"),
+        args,
+        Arc::new(FixedClock::new(ts(NOW))),
+        metrics,
+        vec!["ns".into()],
+        async move {
+            let _ = stop_rx.await;
+        },
+    ));
+
+    let mut unowned = job_json("other-uid", 0, NOW);
+    unowned["metadata"]["name"] = json!("other");
+    unowned["metadata"]["ownerReferences"] = json!([]);
+    let list = json!({
+        "apiVersion": "batch/v1", "kind": "JobList", "metadata": {"resourceVersion": "10"},
+        "items": [job_json("u", 0, NOW), unowned],
+    });
+    let selector = "labelSelector=batch.kronjob.dev%2Fcronjob";
+    let mut seen = Vec::new();
+    let mut held_watches = Vec::new();
+    while !seen.contains(&"DELETE".to_owned()) {
+        let (request, send) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
+            .await
+            .unwrap_or_else(|_| panic!("timed out; requests so far: {seen:?}"))
+            .expect("client alive");
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let query = request.uri().query().unwrap_or("").to_owned();
+        let body = request.into_body().collect_bytes().await.expect("body");
+        let reply = match (method.as_str(), path.as_str()) {
+            ("GET", "/apis/batch/v1/namespaces/ns/jobs") if query.contains("watch=true") => {
+                assert!(query.contains(selector), "watch query {query}");
+                // Hold the watch open until the end of the test.
+                held_watches.push(send);
+                seen.push("WATCH".to_owned());
+                continue;
+            }
+            ("GET", "/apis/batch/v1/namespaces/ns/jobs") => {
+                assert!(query.contains(selector), "list query {query}");
+                seen.push("LIST".to_owned());
+                list.clone()
+            }
+            ("GET", JOB_PATH) => {
+                seen.push("GET".to_owned());
+                job_json("u", 0, NOW)
+            }
+            ("DELETE", JOB_PATH) => {
+                let got: Value = serde_json::from_slice(&body).expect("JSON body");
+                assert_eq!(got, foreground("u"));
+                seen.push("DELETE".to_owned());
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            }
+            _ => panic!("unexpected request {method} {path}?{query}; so far {seen:?}"),
+        };
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&reply).expect("JSON")))
+                .expect("response"),
+        );
+    }
+    assert_eq!(&seen[..1], ["LIST"], "{seen:?}");
+    assert_eq!(
+        seen.iter().filter(|s| *s == "GET").count(),
+        1,
+        "only the owned Job is read fresh: {seen:?}"
+    );
+
+    stop_tx.send(()).expect("controller listening");
+    tokio::time::timeout(Duration::from_secs(5), controller)
+        .await
+        .expect("run returns after shutdown")
+        .expect("run does not panic");
+    drop(held_watches);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(
+        text.contains(r#"kronjob_ttl_deletions_total{kind="job"} 1"#),
+        "{text}"
+    );
+}
