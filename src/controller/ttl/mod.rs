@@ -13,6 +13,11 @@
 //! [`MAX_REQUEUE`]); nothing polls. The controller is kube-runtime's [`applier`] (the engine
 //! behind `Controller`), fed by a watcher that strips managedFields and other bulk from cached
 //! objects, with bounded concurrency and per-object exponential backoff on errors.
+//!
+//! RBAC: `batch` `jobs` get, list, watch, delete; with `--ttl-pods`, core `pods` get, list,
+//! watch, delete; `events.k8s.io` `events` create, patch (Warning Events on bad annotations).
+//! Scope `owned` watches only Jobs labelled `batch.kronjob.dev/cronjob` (any value) and then
+//! requires the controller owner reference; a Job whose label was removed is not handled.
 
 pub mod decision;
 mod metrics;
@@ -344,6 +349,15 @@ impl Context {
             .remove(key);
     }
 
+    fn forget_warning<K: TtlObject>(&self, obj: &K) {
+        if let Some(uid) = obj.meta().uid.as_deref() {
+            let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+            if !warned.is_empty() {
+                warned.remove(uid);
+            }
+        }
+    }
+
     /// A number in `[0, 1)`, different per call.
     fn jitter(&self, key: &str, attempt: u32) -> f64 {
         let mut hasher = self.jitter_seed.build_hasher();
@@ -397,7 +411,12 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
         return Err(Error::MissingMetadata { kind, name });
     };
     let now = ctx.clock.now();
-    match obj.ttl_state(now) {
+    let state = obj.ttl_state(now);
+    if !matches!(state, TtlState::Error(DecisionError::BadAnnotation { .. })) {
+        // A fixed annotation: warn again if it ever breaks again.
+        ctx.forget_warning(obj);
+    }
+    match state {
         TtlState::NotCandidate => return Ok(Action::await_change()),
         TtlState::Wait(remaining) => return Ok(wait(obj, now, remaining)),
         TtlState::Error(source) => return undecidable(obj, ctx, &namespace, source).await,
@@ -609,6 +628,9 @@ pub async fn run(
     let shutdown = shutdown.shared();
     let ctx = Arc::new(Context::new(client.clone(), clock, metrics, args.ttl_jobs));
     let mut pipelines = Vec::new();
+    let mut namespaces = namespaces;
+    namespaces.sort();
+    namespaces.dedup();
     let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
         vec![None]
     } else {

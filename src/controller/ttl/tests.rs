@@ -25,6 +25,7 @@ fn ts(s: &str) -> Timestamp {
 #[derive(Debug)]
 struct Expect {
     method: Method,
+    /// Exact path, or a prefix when it ends with `*`.
     path: &'static str,
     /// Exact JSON body, or `None` for no body.
     body: Option<Value>,
@@ -83,7 +84,14 @@ fn verifier(mut handle: ApiHandle, script: Vec<Expect>) -> JoinHandle<()> {
                         panic!("client dropped before {} {}", expect.method, expect.path)
                     });
             assert_eq!(request.method(), expect.method, "method");
-            assert_eq!(request.uri().path(), expect.path, "path");
+            match expect.path.strip_suffix('*') {
+                Some(prefix) => assert!(
+                    request.uri().path().starts_with(prefix),
+                    "path {}",
+                    request.uri()
+                ),
+                None => assert_eq!(request.uri().path(), expect.path, "path"),
+            }
             assert_eq!(request.uri().query().unwrap_or(""), "", "query");
             let bytes = request.into_body().collect_bytes().await.expect("body");
             match (&expect.body, &expect.body_includes) {
@@ -481,7 +489,7 @@ async fn pod_with_a_fixed_annotation_on_the_server_is_not_deleted() {
 #[tokio::test]
 async fn bad_pod_annotation_gets_one_warning_event_and_no_retry() {
     let mut h = Harness::new(TtlScope::Off);
-    let verifier = h.expect(vec![Expect {
+    let event = || Expect {
         method: Method::POST,
         path: "/apis/events.k8s.io/v1/namespaces/ns/events",
         body: None,
@@ -495,7 +503,14 @@ async fn bad_pod_annotation_gets_one_warning_event_and_no_retry() {
         status: StatusCode::CREATED,
         reply: json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
                       "metadata": {"name": "name.1", "namespace": "ns"}, "eventTime": null}),
-    }]);
+    };
+    // The Recorder itself folds a repeat into the first Event's series (a PATCH).
+    let mut repeat = event();
+    repeat.method = Method::PATCH;
+    repeat.path = "/apis/events.k8s.io/v1/namespaces/ns/events/name.*";
+    repeat.body_includes = Some(json!({"reason": "InvalidTTLAnnotation", "series": {"count": 2}}));
+    repeat.status = StatusCode::OK;
+    let verifier = h.expect(vec![event(), repeat]);
     let bad = pod(pod_json("u", "abc", "2024-03-10T11:59:00Z"));
     for round in 0..3 {
         let action = reconcile::<Pod>(Arc::new(bad.clone()), h.ctx.clone()).await;
@@ -505,9 +520,15 @@ async fn bad_pod_annotation_gets_one_warning_event_and_no_retry() {
             "round {round}"
         );
     }
+    // Fixed, then broken again with the same value: warned again (the second expected POST).
+    let fixed = pod(pod_json("u", "3600", "2024-03-10T11:59:00Z"));
+    let action = reconcile::<Pod>(Arc::new(fixed), h.ctx.clone()).await;
+    assert!(action.is_ok());
+    let action = reconcile::<Pod>(Arc::new(bad.clone()), h.ctx.clone()).await;
+    assert_eq!(action.expect("reconcile"), Action::await_change());
     let metrics = h.finish(verifier).await;
     assert!(
-        metrics.contains(r#"kronjob_ttl_errors_total{kind="pod",category="bad_annotation"} 1"#),
+        metrics.contains(r#"kronjob_ttl_errors_total{kind="pod",category="bad_annotation"} 2"#),
         "{metrics}"
     );
 }
