@@ -3,11 +3,14 @@
 //! The crate is split by what talks to the API server and what does not:
 //! - [`api`]: the CRD types, defaults and validation rules (pure);
 //! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected);
+//! - [`controller`]: the controllers that watch and act on the API server;
+//! - [`manager`], [`metrics`], [`telemetry`]: the process that hosts them;
 //! - [`cli`]: command-line subcommands.
 
 pub mod api;
 pub mod cli;
 pub mod clock;
+pub mod controller;
 pub mod manager;
 pub mod metrics;
 pub mod schedule;

@@ -1,0 +1,668 @@
+//! TTL-after-finished controller (KEP-592) for Jobs, and the same for annotated Pods.
+//!
+//! A finished Job with `spec.ttlSecondsAfterFinished` is deleted that many seconds after its
+//! `Complete`/`Failed` condition's `lastTransitionTime`. The decision is made on the cached copy;
+//! when it says "expired", the object is read fresh from the API server and decided again (the
+//! TTL may have been raised, or the object may be being deleted already), and only then deleted,
+//! with a UID precondition so that a re-created object of the same name is never touched.
+//! Jobs are deleted with `propagationPolicy: Foreground` (as upstream); Pods with `Background`,
+//! the Pod default: a Pod rarely has dependents, and Foreground would only add a finalizer that
+//! keeps a finished Pod visible longer.
+//!
+//! Waiting is exact: an object whose TTL has not expired is requeued for `finish + ttl` (capped at
+//! [`MAX_REQUEUE`]); nothing polls. The controller is kube-runtime's [`applier`] (the engine
+//! behind `Controller`), fed by a watcher that strips managedFields and other bulk from cached
+//! objects, with bounded concurrency and per-object exponential backoff on errors.
+//!
+//! RBAC: `batch` `jobs` get, list, watch, delete; with `--ttl-pods`, core `pods` get, list,
+//! watch, delete; `events.k8s.io` `events` create, patch (Warning Events on bad annotations).
+//! Scope `owned` watches only Jobs labelled `batch.kronjob.dev/cronjob` (any value) and then
+//! requires the controller owner reference; a Job whose label was removed is not handled.
+
+pub mod decision;
+mod metrics;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::future::Future;
+use std::hash::{BuildHasher, Hash, Hasher, RandomState};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{FutureExt, StreamExt, future};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use kube::runtime::controller::{Action, Config as ApplierConfig, trigger_self};
+use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::reflector;
+use kube::runtime::{WatchStreamExt, applier, watcher};
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use tokio::sync::Semaphore;
+use tracing::{debug, info, warn};
+
+use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
+use crate::clock::Clock;
+use decision::{DecisionError, TtlState, is_owned_by_kronjob};
+pub use metrics::{ObjectKind, TtlMetrics};
+
+/// The longest single requeue: kube-runtime's delay queue cannot hold much more than a couple of
+/// years, and re-deciding twice a year costs nothing.
+pub const MAX_REQUEUE: Duration = Duration::from_secs(182 * 24 * 3600);
+/// Reconciles (and so API calls) in flight at once, over all watched kinds and namespaces.
+pub const CONCURRENCY: u16 = 8;
+/// First retry delay after an error.
+const BACKOFF_MIN: Duration = Duration::from_secs(5);
+/// Largest base retry delay; with up to 20 % jitter on top, retries stay within 5 minutes.
+const BACKOFF_MAX_BASE: Duration = Duration::from_secs(250);
+/// Bound of the per-object bookkeeping maps (failure counts, warned Pods).
+const BOOKKEEPING_CAP: usize = 10_000;
+/// Pod phases that are not terminal; everything else is worth watching.
+const POD_FIELD_SELECTOR: &str =
+    "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown";
+/// The `reportingController` of our Events.
+const REPORTER: &str = "kronjob";
+
+/// Command-line options of the TTL controller.
+#[derive(clap::Args, Debug, Clone)]
+pub struct TtlArgs {
+    /// Which finished Jobs with `spec.ttlSecondsAfterFinished` to delete: those controlled by a
+    /// kronjob CronJob (`owned`), every Job (`all`, the upstream controller's job; do not run
+    /// both), or none (`off`).
+    #[arg(long, value_enum, default_value = "owned")]
+    pub ttl_jobs: TtlScope,
+    /// Also delete finished Pods annotated `batch.kronjob.dev/ttl-seconds-after-finished`.
+    #[arg(long)]
+    pub ttl_pods: bool,
+}
+
+/// Which Jobs the TTL controller handles.
+#[derive(clap::ValueEnum, Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TtlScope {
+    /// Jobs whose controller owner reference is a kronjob `CronJob` (and which carry the
+    /// `batch.kronjob.dev/cronjob` label, which the watch selects on).
+    Owned,
+    /// Every Job.
+    All,
+    /// No Jobs.
+    Off,
+}
+
+/// Errors of one reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Reading the fresh copy failed (other than NotFound).
+    #[error("reading {kind} {namespace}/{name} from the API server")]
+    Get {
+        /// `job` or `pod`.
+        kind: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+        /// What the client said.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting failed (other than NotFound or a UID-precondition conflict).
+    #[error("deleting {kind} {namespace}/{name}")]
+    Delete {
+        /// `job` or `pod`.
+        kind: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+        /// What the client said.
+        #[source]
+        source: kube::Error,
+    },
+    /// The object cannot be decided (e.g. finished without a finish time).
+    #[error("{kind} {namespace}/{name} cannot be decided")]
+    Decision {
+        /// `job` or `pod`.
+        kind: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+        /// Why.
+        #[source]
+        source: DecisionError,
+    },
+    /// The object has no namespace or UID (never the case for objects from the API server).
+    #[error("{kind} {name} has no namespace or uid")]
+    MissingMetadata {
+        /// `job` or `pod`.
+        kind: &'static str,
+        /// The object's name.
+        name: String,
+    },
+    /// Publishing the Warning Event about a bad annotation failed.
+    #[error("publishing an Event about {kind} {namespace}/{name}")]
+    Event {
+        /// `job` or `pod`.
+        kind: &'static str,
+        /// The object's namespace.
+        namespace: String,
+        /// The object's name.
+        name: String,
+        /// What the client said.
+        #[source]
+        source: kube::Error,
+    },
+}
+
+impl Error {
+    /// A fixed, low-cardinality name of the error, for metrics.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Self::Get { .. } => "get",
+            Self::Delete { .. } => "delete",
+            Self::Decision {
+                source: DecisionError::MissingFinishTime,
+                ..
+            } => "missing_finish_time",
+            Self::Decision {
+                source: DecisionError::BadAnnotation { .. },
+                ..
+            } => "bad_annotation",
+            Self::MissingMetadata { .. } => "missing_metadata",
+            Self::Event { .. } => "event",
+        }
+    }
+}
+
+/// An object kind the TTL controller can handle.
+trait TtlObject:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + DeserializeOwned
+    + Debug
+    + Send
+    + Sync
+    + 'static
+{
+    const KIND: ObjectKind;
+    /// The decision at `now`.
+    fn ttl_state(&self, now: Timestamp) -> TtlState;
+    /// When the object finished, if known (for the clock-skew warning).
+    fn finish_time(&self) -> Option<Timestamp>;
+    /// Whether this object is ours to handle under `scope`.
+    fn in_scope(&self, scope: TtlScope) -> bool;
+    /// How to delete it: propagation policy plus the UID precondition.
+    fn delete_params(uid: String) -> DeleteParams;
+    /// What to watch.
+    fn watch_config(scope: TtlScope) -> watcher::Config;
+    /// Drop what the decision never reads, before the object enters the cache.
+    fn slim(&mut self);
+}
+
+impl TtlObject for Job {
+    const KIND: ObjectKind = ObjectKind::Job;
+
+    fn ttl_state(&self, now: Timestamp) -> TtlState {
+        decision::job_ttl_state(self, now)
+    }
+
+    fn finish_time(&self) -> Option<Timestamp> {
+        decision::job_finish_time(self).flatten()
+    }
+
+    fn in_scope(&self, scope: TtlScope) -> bool {
+        match scope {
+            TtlScope::Owned => is_owned_by_kronjob(self),
+            TtlScope::All => true,
+            TtlScope::Off => false,
+        }
+    }
+
+    fn delete_params(uid: String) -> DeleteParams {
+        DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Foreground),
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }
+    }
+
+    fn watch_config(scope: TtlScope) -> watcher::Config {
+        match scope {
+            // Our Jobs carry the CronJob label; the owner reference is checked in the reconcile.
+            TtlScope::Owned => watcher::Config::default().labels(LABEL_CRONJOB),
+            TtlScope::All | TtlScope::Off => watcher::Config::default(),
+        }
+    }
+
+    fn slim(&mut self) {
+        self.metadata.managed_fields = None;
+        if let Some(spec) = self.spec.as_mut() {
+            spec.template = PodTemplateSpec::default();
+        }
+    }
+}
+
+impl TtlObject for Pod {
+    const KIND: ObjectKind = ObjectKind::Pod;
+
+    fn ttl_state(&self, now: Timestamp) -> TtlState {
+        decision::pod_ttl_state(self, now)
+    }
+
+    fn finish_time(&self) -> Option<Timestamp> {
+        decision::pod_finish_time(self)
+    }
+
+    fn in_scope(&self, _scope: TtlScope) -> bool {
+        // Opted in per Pod by the annotation; `--ttl-pods` decides whether we watch at all.
+        true
+    }
+
+    fn delete_params(uid: String) -> DeleteParams {
+        DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        }
+    }
+
+    fn watch_config(_scope: TtlScope) -> watcher::Config {
+        // Only terminal phases; a Pod entering one arrives as an ADDED event.
+        watcher::Config::default().fields(POD_FIELD_SELECTOR)
+    }
+
+    fn slim(&mut self) {
+        self.metadata.managed_fields = None;
+        if let Some(annotations) = self.metadata.annotations.as_mut() {
+            annotations.retain(|k, _| k == ANNOTATION_POD_TTL);
+        }
+        self.spec = Some(PodSpec::default());
+    }
+}
+
+/// Everything a reconcile touches.
+struct Context {
+    client: Client,
+    clock: Arc<dyn Clock>,
+    metrics: TtlMetrics,
+    scope: TtlScope,
+    recorder: Recorder,
+    /// Bounds API calls in flight over all pipelines.
+    permits: Semaphore,
+    /// Consecutive failures per object (`kind/namespace/name`), for backoff.
+    failures: Mutex<HashMap<String, u32>>,
+    /// Pods (by UID) already warned about, with the bad value warned about.
+    warned: Mutex<HashMap<String, String>>,
+    /// Random keys for jitter.
+    jitter_seed: RandomState,
+}
+
+impl Debug for Context {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Context")
+            .field("clock", &self.clock)
+            .field("scope", &self.scope)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Context {
+    fn new(client: Client, clock: Arc<dyn Clock>, metrics: TtlMetrics, scope: TtlScope) -> Self {
+        Self {
+            recorder: Recorder::new(client.clone(), Reporter::from(REPORTER)),
+            client,
+            clock,
+            metrics,
+            scope,
+            permits: Semaphore::new(usize::from(CONCURRENCY)),
+            failures: Mutex::default(),
+            warned: Mutex::default(),
+            jitter_seed: RandomState::new(),
+        }
+    }
+
+    /// Count one more failure of `key` and return how many there have been in a row.
+    fn record_failure(&self, key: String) -> u32 {
+        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        if failures.len() >= BOOKKEEPING_CAP && !failures.contains_key(&key) {
+            failures.clear();
+        }
+        let n = failures.entry(key).or_insert(0);
+        *n = n.saturating_add(1);
+        *n
+    }
+
+    fn clear_failures(&self, key: &str) {
+        self.failures
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(key);
+    }
+
+    fn forget_warning<K: TtlObject>(&self, obj: &K) {
+        if let Some(uid) = obj.meta().uid.as_deref() {
+            let mut warned = self.warned.lock().unwrap_or_else(|e| e.into_inner());
+            if !warned.is_empty() {
+                warned.remove(uid);
+            }
+        }
+    }
+
+    /// A number in `[0, 1)`, different per call.
+    fn jitter(&self, key: &str, attempt: u32) -> f64 {
+        let mut hasher = self.jitter_seed.build_hasher();
+        key.hash(&mut hasher);
+        attempt.hash(&mut hasher);
+        std::time::Instant::now().hash(&mut hasher);
+        // 53 random bits make an exact f64 fraction.
+        (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+/// The retry delay after `attempt` consecutive failures (1-based): 5 s doubling up to 250 s,
+/// plus `jitter` (in `[0, 1)`) times 20 %, so between 5 s and 5 min.
+pub fn backoff_delay(attempt: u32, jitter: f64) -> Duration {
+    let doublings = attempt.saturating_sub(1).min(16);
+    let base = BACKOFF_MIN
+        .saturating_mul(1u32 << doublings)
+        .min(BACKOFF_MAX_BASE);
+    base.mul_f64(1.0 + 0.2 * jitter.clamp(0.0, 1.0))
+}
+
+/// `remaining` as a requeue delay, capped at [`MAX_REQUEUE`].
+fn requeue_for(remaining: SignedDuration) -> Action {
+    let remaining = Duration::try_from(remaining).unwrap_or(Duration::ZERO);
+    Action::requeue(remaining.min(MAX_REQUEUE))
+}
+
+fn failure_key<K: TtlObject>(obj: &K) -> String {
+    format!(
+        "{}/{}/{}",
+        K::KIND.as_str(),
+        obj.namespace().unwrap_or_default(),
+        obj.name_any()
+    )
+}
+
+/// One reconcile, with the failure count cleared on success.
+async fn reconcile<K: TtlObject>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let action = reconcile_inner(&*obj, &ctx).await?;
+    ctx.clear_failures(&failure_key(&*obj));
+    Ok(action)
+}
+
+async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action, Error> {
+    let kind = K::KIND.as_str();
+    if !obj.in_scope(ctx.scope) {
+        return Ok(Action::await_change());
+    }
+    let name = obj.name_any();
+    let Some(namespace) = obj.namespace() else {
+        return Err(Error::MissingMetadata { kind, name });
+    };
+    let now = ctx.clock.now();
+    let state = obj.ttl_state(now);
+    if !matches!(state, TtlState::Error(DecisionError::BadAnnotation { .. })) {
+        // A fixed annotation: warn again if it ever breaks again.
+        ctx.forget_warning(obj);
+    }
+    match state {
+        TtlState::NotCandidate => return Ok(Action::await_change()),
+        TtlState::Wait(remaining) => return Ok(wait(obj, now, remaining)),
+        TtlState::Error(source) => return undecidable(obj, ctx, &namespace, source).await,
+        TtlState::Expired { .. } => {}
+    }
+
+    // Expired according to the cache: decide again on a fresh copy before deleting.
+    let _permit = ctx.permits.acquire().await;
+    let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
+    let fresh = match api.get_opt(&name).await {
+        Ok(Some(fresh)) => fresh,
+        Ok(None) => {
+            debug!(kind, %namespace, %name, "already gone");
+            return Ok(Action::await_change());
+        }
+        Err(source) => {
+            return Err(Error::Get {
+                kind,
+                namespace,
+                name,
+                source,
+            });
+        }
+    };
+    if !fresh.in_scope(ctx.scope) {
+        return Ok(Action::await_change());
+    }
+    let now = ctx.clock.now();
+    let expired_at = match fresh.ttl_state(now) {
+        TtlState::NotCandidate => return Ok(Action::await_change()),
+        TtlState::Wait(remaining) => return Ok(wait(&fresh, now, remaining)),
+        TtlState::Error(source) => return undecidable(&fresh, ctx, &namespace, source).await,
+        TtlState::Expired { expired_at } => expired_at,
+    };
+    let Some(uid) = fresh.uid() else {
+        return Err(Error::MissingMetadata { kind, name });
+    };
+    match api.delete(&name, &K::delete_params(uid.clone())).await {
+        Ok(_) => {
+            let delay = ctx.clock.now().duration_since(expired_at);
+            ctx.metrics.deleted(K::KIND, delay.as_secs_f64());
+            info!(kind, %namespace, %name, %uid, %expired_at, "deleted: TTL after finished expired");
+        }
+        Err(kube::Error::Api(status)) if status.is_not_found() => {
+            debug!(kind, %namespace, %name, "already gone");
+        }
+        Err(kube::Error::Api(status)) if status.is_conflict() => {
+            // The UID precondition failed: the name now belongs to a different object.
+            debug!(kind, %namespace, %name, %uid, "replaced by a new object; not deleted");
+        }
+        Err(source) => {
+            return Err(Error::Delete {
+                kind,
+                namespace,
+                name,
+                source,
+            });
+        }
+    }
+    Ok(Action::await_change())
+}
+
+/// Requeue at expiry, warning when the finish time is in the future (clock skew).
+fn wait<K: TtlObject>(obj: &K, now: Timestamp, remaining: SignedDuration) -> Action {
+    if let Some(finished) = obj.finish_time().filter(|f| *f > now) {
+        warn!(
+            kind = K::KIND.as_str(),
+            namespace = obj.namespace().unwrap_or_default(),
+            name = obj.name_any(),
+            %finished,
+            %now,
+            "found an object finished in the future, likely clock skew in the cluster; cleanup deferred"
+        );
+    }
+    requeue_for(remaining)
+}
+
+/// A candidate that cannot be decided: a bad annotation gets one Warning Event and waits for a
+/// change; a missing finish time is an error (retried with backoff).
+async fn undecidable<K: TtlObject>(
+    obj: &K,
+    ctx: &Context,
+    namespace: &str,
+    source: DecisionError,
+) -> Result<Action, Error> {
+    let kind = K::KIND.as_str();
+    let name = obj.name_any();
+    let DecisionError::BadAnnotation { value } = &source else {
+        return Err(Error::Decision {
+            kind,
+            namespace: namespace.to_owned(),
+            name,
+            source,
+        });
+    };
+    let uid = obj.uid().unwrap_or_default();
+    let already = ctx
+        .warned
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .get(&uid)
+        == Some(value);
+    if already {
+        return Ok(Action::await_change());
+    }
+    ctx.metrics.error(K::KIND, "bad_annotation");
+    warn!(kind, %namespace, %name, %value, "bad {ANNOTATION_POD_TTL} annotation; not deleting");
+    let event = Event {
+        type_: EventType::Warning,
+        reason: "InvalidTTLAnnotation".into(),
+        note: Some(format!(
+            "{source}; kronjob will not delete this {kind} until the annotation is fixed"
+        )),
+        action: "TTLAfterFinished".into(),
+        secondary: None,
+    };
+    if let Err(source) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+        return Err(Error::Event {
+            kind,
+            namespace: namespace.to_owned(),
+            name,
+            source,
+        });
+    }
+    let mut warned = ctx.warned.lock().unwrap_or_else(|e| e.into_inner());
+    if warned.len() >= BOOKKEEPING_CAP {
+        warned.clear();
+    }
+    warned.insert(uid, value.clone());
+    Ok(Action::await_change())
+}
+
+/// Count the error and retry after a jittered, per-object exponential backoff.
+fn error_policy<K: TtlObject>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> Action {
+    Action::requeue(retry_delay(&*obj, error, &ctx))
+}
+
+/// Count and log the error; the delay before the next attempt at `obj`.
+fn retry_delay<K: TtlObject>(obj: &K, error: &Error, ctx: &Context) -> Duration {
+    let key = failure_key(obj);
+    let attempt = ctx.record_failure(key.clone());
+    let delay = backoff_delay(attempt, ctx.jitter(&key, attempt));
+    ctx.metrics.error(K::KIND, error.category());
+    warn!(
+        error = &*display_chain(error),
+        attempt,
+        retry_in_s = delay.as_secs_f64(),
+        "TTL reconcile failed"
+    );
+    delay
+}
+
+/// An error with its sources, `a: b: c`.
+fn display_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
+/// Watch `api` and reconcile every object until `shutdown`.
+async fn pipeline<K: TtlObject>(
+    api: Api<K>,
+    ctx: Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let (reader, writer) = reflector::store();
+    let objects = watcher(api, K::watch_config(ctx.scope))
+        .default_backoff()
+        .modify(K::slim)
+        .reflect(writer)
+        .applied_objects();
+    let queue = trigger_self(objects, ()).take_until(shutdown);
+    applier(
+        |obj, ctx| Box::pin(reconcile::<K>(obj, ctx)),
+        error_policy::<K>,
+        ctx,
+        reader,
+        queue,
+        ApplierConfig::default().concurrency(CONCURRENCY),
+    )
+    .for_each(|result| {
+        match result {
+            Ok((obj, action)) => debug!(%obj, ?action, "reconciled"),
+            Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
+            Err(error) => warn!(error = &*display_chain(&error), "TTL controller"),
+        }
+        future::ready(())
+    })
+    .await;
+}
+
+/// Run the TTL-after-finished controller until `shutdown` resolves; run it on the leader only.
+///
+/// `namespaces` empty means all namespaces; otherwise one watch per namespace. Returns at once if
+/// `args` disables both Jobs and Pods.
+pub async fn run(
+    client: Client,
+    args: TtlArgs,
+    clock: Arc<dyn Clock>,
+    metrics: TtlMetrics,
+    namespaces: Vec<String>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) {
+    let shutdown = shutdown.shared();
+    let ctx = Arc::new(Context::new(client.clone(), clock, metrics, args.ttl_jobs));
+    let mut pipelines = Vec::new();
+    let mut namespaces = namespaces;
+    namespaces.sort();
+    namespaces.dedup();
+    let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
+        vec![None]
+    } else {
+        namespaces.iter().map(|n| Some(n.as_str())).collect()
+    };
+    for ns in &scopes {
+        if args.ttl_jobs != TtlScope::Off {
+            pipelines.push(spawn_pipeline::<Job>(&client, *ns, &ctx, shutdown.clone()));
+        }
+        if args.ttl_pods {
+            pipelines.push(spawn_pipeline::<Pod>(&client, *ns, &ctx, shutdown.clone()));
+        }
+    }
+    if pipelines.is_empty() {
+        info!("TTL-after-finished controller disabled");
+        return;
+    }
+    info!(jobs = ?args.ttl_jobs, pods = args.ttl_pods, ?namespaces, "TTL-after-finished controller started");
+    future::join_all(pipelines).await;
+    info!("TTL-after-finished controller stopped");
+}
+
+fn spawn_pipeline<K: TtlObject>(
+    client: &Client,
+    namespace: Option<&str>,
+    ctx: &Arc<Context>,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> futures::future::BoxFuture<'static, ()> {
+    let api = match namespace {
+        Some(ns) => Api::<K>::namespaced(client.clone(), ns),
+        None => Api::<K>::all(client.clone()),
+    };
+    debug!(kind = K::KIND.as_str(), ?namespace, "watching");
+    pipeline(api, ctx.clone(), shutdown).boxed()
+}
