@@ -1,3 +1,4 @@
 //! Command-line subcommands.
 
+pub mod bench;
 pub mod next;
