@@ -85,8 +85,8 @@ pub struct SkewArgs {
     /// How long to watch, e.g. 90s, 5m, 1h, 1h30m.
     #[arg(long, default_value = "5m", value_parser = parse_duration)]
     pub duration: Duration,
-    /// Namespace to create the CronJobs in (default: a new namespace kronjob-bench-<time>,
-    /// deleted afterwards unless --keep).
+    /// Namespace to create the CronJobs in (default: a new namespace
+    /// kronjob-bench-YYYYMMDD-HHMMSS, deleted afterwards unless --keep).
     #[arg(long)]
     pub namespace: Option<String>,
     /// Image of the Job's container, which runs `true`.
