@@ -1,6 +1,7 @@
 //! The `kronjob` command line: the manager (`run`) and its tools. The same entry point serves
 //! the `kubectl-kronjob` plugin binary, so `kubectl kronjob trigger NAME` works.
 
+pub mod bench;
 pub mod next;
 
 use std::io::Write;
