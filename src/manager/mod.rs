@@ -22,6 +22,9 @@ use tracing::{info, warn};
 
 use crate::metrics::{CONTENT_TYPE, Metrics};
 
+pub mod selector;
+pub use selector::parse_selector;
+
 /// Name of the CRD this manager serves.
 pub const CRD_NAME: &str = "cronjobs.batch.kronjob.dev";
 /// Field manager used for server-side apply.
