@@ -3,9 +3,11 @@
 //! The crate is split by what talks to the API server and what does not:
 //! - [`api`]: the CRD types, defaults and validation rules (pure);
 //! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected);
+//! - [`controller`]: the CronJob reconciler (observe, plan (pure), apply, status);
 //! - [`cli`]: command-line subcommands.
 
 pub mod api;
 pub mod cli;
 pub mod clock;
+pub mod controller;
 pub mod schedule;
