@@ -573,3 +573,7 @@ fn schedule_slot(
     status.last_schedule_time = Some(Time(due));
     Some(due)
 }
+
+#[cfg(test)]
+#[path = "plan_tests.rs"]
+mod tests;
