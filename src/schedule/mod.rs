@@ -21,7 +21,7 @@
 //! Sunday = 1 (Quartz), so a naive `"0 " + expr` silently shifts every numeric day of week,
 //! and it ANDs day of month with day of week. Croner in turn accepts more than Kubernetes
 //! (`L`, `W`, `#`, `+`, `7`, wrap-around ranges, seconds, years), so our own parser
-//! ([`parse`]) validates with robfig's rules and hands croner only explicit value lists.
+//! (`parse.rs`) validates with robfig's rules and hands croner only explicit value lists.
 //!
 #![doc = include_str!("README-dst.md")]
 

@@ -1,0 +1,52 @@
+//! Schedule engine benchmarks: parse, next, and slots for a 10-year-old `* * * * *`.
+
+use std::hint::black_box;
+
+use criterion::{Criterion, criterion_group, criterion_main};
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use kronjob::schedule::{Schedule, SlotQuery, slots, time_zone};
+
+fn ts(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn bench(c: &mut Criterion) {
+    c.bench_function("parse */15 9-17 * * MON-FRI", |b| {
+        b.iter(|| Schedule::parse(black_box("*/15 9-17 * * MON-FRI"), "ns/name"))
+    });
+    c.bench_function("parse H H * * *", |b| {
+        b.iter(|| Schedule::parse(black_box("H H * * *"), "ns/name"))
+    });
+
+    let every5 = Schedule::parse("*/5 * * * *", "").expect("parse");
+    let daily = Schedule::parse("30 2 * * *", "").expect("parse");
+    let ny = time_zone(Some("America/New_York")).expect("zone");
+    let t = ts("2024-03-09T12:00:00Z");
+    c.bench_function("next */5 * * * * UTC", |b| {
+        b.iter(|| every5.next_after(black_box(t), &TimeZone::UTC))
+    });
+    c.bench_function("next 30 2 * * * New_York (DST gap)", |b| {
+        b.iter(|| daily.next_after(black_box(t), &ny))
+    });
+
+    let minutely = Schedule::parse("* * * * *", "").expect("parse");
+    let q = SlotQuery {
+        schedule: &minutely,
+        tz: &TimeZone::UTC,
+        last_schedule_time: None,
+        creation_timestamp: ts("2016-01-01T00:00:00Z"),
+        starting_deadline_seconds: None,
+        now: ts("2026-01-01T00:00:30Z"),
+    };
+    c.bench_function("slots * * * * * created 10 years ago", |b| {
+        b.iter(|| slots(black_box(&q)))
+    });
+    let q_ny = SlotQuery { tz: &ny, ..q };
+    c.bench_function("slots * * * * * created 10 years ago, New_York", |b| {
+        b.iter(|| slots(black_box(&q_ny)))
+    });
+}
+
+criterion_group!(benches, bench);
+criterion_main!(benches);
