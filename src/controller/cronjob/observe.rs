@@ -1,0 +1,39 @@
+//! The read step: this CronJob's Jobs from the owner index, plus a live GET for any Job still
+//! listed in `status.active` that the cache does not hold (upstream A5: the cache may lag).
+
+use std::sync::Arc;
+
+use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+
+use super::{Context, Error};
+use crate::api::CronJob;
+use crate::controller::index::strip_job;
+
+/// The Jobs of `cj` to plan with.
+pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Job>>, Error> {
+    let Some(uid) = cj.metadata.uid.as_deref() else {
+        return Ok(Vec::new());
+    };
+    let mut jobs = ctx.index.jobs_of(uid);
+    let Some(status) = cj.status.as_ref() else {
+        return Ok(jobs);
+    };
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    for r in &status.active {
+        let known = jobs
+            .iter()
+            .any(|j| j.metadata.uid.is_some() && j.metadata.uid == r.uid);
+        let Some(name) = r.name.as_deref().filter(|_| !known) else {
+            continue;
+        };
+        let api: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
+        if let Some(mut job) = api.get_opt(name).await.map_err(Error::Kube)?
+            && job.metadata.uid == r.uid
+        {
+            strip_job(&mut job);
+            jobs.push(Arc::new(job));
+        }
+    }
+    Ok(jobs)
+}

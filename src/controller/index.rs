@@ -1,0 +1,455 @@
+//! The owner index: a cache of the Jobs kronjob created, indexed by the UID of the CronJob that
+//! controls them, so one reconcile reads only its own Jobs whatever the number of Jobs in the
+//! cluster.
+//!
+//! The index is fed by one watch of Jobs (label selector [`LABEL_CRONJOB`], so unrelated Jobs
+//! never reach it); the same stream also triggers the CronJob controller. Objects are slimmed
+//! by [`strip_job`] before they are stored. With several namespaces, one watch per namespace is
+//! merged by [`merge_watches`], which keeps each watch's re-list from wiping the others.
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
+
+use futures::{Stream, StreamExt, stream};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::PodTemplateSpec;
+use kube::Resource;
+use kube::runtime::reflector::{Lookup, ObjectRef};
+use kube::runtime::watcher;
+use tokio::sync::watch;
+
+use crate::api::{CronJob, LABEL_CRONJOB};
+
+/// The annotation `kubectl apply` leaves on objects; large and never read here.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
+pub fn job_watch_config() -> watcher::Config {
+    watcher::Config::default().labels(LABEL_CRONJOB)
+}
+
+/// UID of the CronJob controlling `job` (a controller owner reference of kind `CronJob` in our
+/// group), if any.
+pub fn controller_uid(job: &Job) -> Option<&str> {
+    let api_version = <CronJob as Resource>::api_version(&());
+    let kind = <CronJob as Resource>::kind(&());
+    job.metadata
+        .owner_references
+        .as_deref()?
+        .iter()
+        .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
+        .map(|r| r.uid.as_str())
+}
+
+/// Drop what the reconciler never reads before a Job enters the cache: managedFields, the pod
+/// template (usually the bulk of a Job) and the last-applied annotation.
+pub fn strip_job(job: &mut Job) {
+    job.metadata.managed_fields = None;
+    if let Some(annotations) = job.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+    if let Some(spec) = job.spec.as_mut() {
+        spec.template = PodTemplateSpec::default();
+    }
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    objects: HashMap<ObjectRef<Job>, Entry>,
+    by_owner: HashMap<String, HashSet<ObjectRef<Job>>>,
+}
+
+#[derive(Debug)]
+struct Entry {
+    job: Arc<Job>,
+    owner: Option<String>,
+}
+
+impl Inner {
+    fn upsert(&mut self, job: Job) {
+        let key = ObjectRef::from_obj(&job);
+        let owner = controller_uid(&job).map(str::to_string);
+        self.unlink(&key);
+        if let Some(uid) = &owner {
+            self.by_owner
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        let job = Arc::new(job);
+        self.objects.insert(key, Entry { job, owner });
+    }
+
+    fn remove(&mut self, key: &ObjectRef<Job>) {
+        self.unlink(key);
+        self.objects.remove(key);
+    }
+
+    /// Remove `key` from the owner set it is currently filed under.
+    fn unlink(&mut self, key: &ObjectRef<Job>) {
+        let Some(old_owner) = self.objects.get(key).and_then(|e| e.owner.clone()) else {
+            return;
+        };
+        if let Some(set) = self.by_owner.get_mut(&old_owner) {
+            set.remove(key);
+            if set.is_empty() {
+                self.by_owner.remove(&old_owner);
+            }
+        }
+    }
+}
+
+/// Read side of the owner index. Cheap to clone.
+#[derive(Debug, Clone)]
+pub struct OwnerIndex {
+    inner: Arc<RwLock<Inner>>,
+    ready: watch::Receiver<bool>,
+}
+
+/// Write side of the owner index: apply watcher events to it, as a reflector does.
+#[derive(Debug)]
+pub struct IndexWriter {
+    inner: Arc<RwLock<Inner>>,
+    ready: watch::Sender<bool>,
+    buffer: Option<Vec<Job>>,
+}
+
+fn read(lock: &RwLock<Inner>) -> RwLockReadGuard<'_, Inner> {
+    // A panic while holding the lock cannot leave the maps half-updated in a way that matters
+    // more than losing the cache, so keep serving.
+    lock.read().unwrap_or_else(|e| e.into_inner())
+}
+
+fn write(lock: &RwLock<Inner>) -> RwLockWriteGuard<'_, Inner> {
+    lock.write().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A new, empty owner index and its writer.
+pub fn owner_index() -> (OwnerIndex, IndexWriter) {
+    let inner = Arc::new(RwLock::new(Inner::default()));
+    let (tx, rx) = watch::channel(false);
+    (
+        OwnerIndex {
+            inner: inner.clone(),
+            ready: rx,
+        },
+        IndexWriter {
+            inner,
+            ready: tx,
+            buffer: None,
+        },
+    )
+}
+
+impl OwnerIndex {
+    /// The Jobs controlled by the CronJob with UID `owner_uid`. Cost: proportional to that
+    /// CronJob's Jobs, not to the size of the cache.
+    pub fn jobs_of(&self, owner_uid: &str) -> Vec<Arc<Job>> {
+        let inner = read(&self.inner);
+        let Some(keys) = inner.by_owner.get(owner_uid) else {
+            return Vec::new();
+        };
+        keys.iter()
+            .filter_map(|k| inner.objects.get(k).map(|e| e.job.clone()))
+            .collect()
+    }
+
+    /// One cached Job by namespace and name.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
+        let key = ObjectRef::new(name).within(namespace);
+        read(&self.inner).objects.get(&key).map(|e| e.job.clone())
+    }
+
+    /// Every cached Job (used when a namespace watch re-lists).
+    pub fn snapshot(&self) -> Vec<Arc<Job>> {
+        read(&self.inner)
+            .objects
+            .values()
+            .map(|e| e.job.clone())
+            .collect()
+    }
+
+    /// Number of cached Jobs.
+    pub fn len(&self) -> usize {
+        read(&self.inner).objects.len()
+    }
+
+    /// Whether the cache holds no Job.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the initial list has completed.
+    pub fn is_ready(&self) -> bool {
+        *self.ready.borrow()
+    }
+
+    /// Wait until the initial list has completed. Returns at once if it has; never returns if
+    /// the writer is dropped before that.
+    pub async fn wait_until_ready(&self) {
+        let mut rx = self.ready.clone();
+        if rx.wait_for(|r| *r).await.is_err() {
+            futures::future::pending::<()>().await;
+        }
+    }
+}
+
+impl IndexWriter {
+    /// Apply one watcher event, with the reflector's semantics: `Init`..`InitDone` replaces
+    /// the whole content atomically at `InitDone`.
+    pub fn apply_watcher_event(&mut self, event: &watcher::Event<Job>) {
+        match event {
+            watcher::Event::Apply(job) => write(&self.inner).upsert(job.clone()),
+            watcher::Event::Delete(job) => write(&self.inner).remove(&ObjectRef::from_obj(job)),
+            watcher::Event::Init => self.buffer = Some(Vec::new()),
+            watcher::Event::InitApply(job) => {
+                self.buffer.get_or_insert_with(Vec::new).push(job.clone())
+            }
+            watcher::Event::InitDone => {
+                let mut fresh = Inner::default();
+                for job in self.buffer.take().unwrap_or_default() {
+                    fresh.upsert(job);
+                }
+                *write(&self.inner) = fresh;
+                self.ready.send_replace(true);
+            }
+        }
+    }
+
+    /// Insert one Job directly; for tests and benchmarks.
+    pub fn insert(&mut self, job: Job) {
+        write(&self.inner).upsert(job);
+        self.ready.send_replace(true);
+    }
+}
+
+/// Watch events of one watch, or of several merged ones.
+pub type EventResult<K> = Result<watcher::Event<K>, watcher::Error>;
+
+/// Merge one watch per namespace into one event stream that a single store can apply.
+///
+/// A single watch is passed through untouched. With several, each watch's `Init`..`InitDone`
+/// re-list is translated so that it only replaces that namespace's objects: the final
+/// `InitDone` of the first full sync becomes one store-wide re-init holding every namespace,
+/// and later re-lists of one namespace become a store-wide re-init built from `snapshot()`
+/// (the store's current objects) with that namespace's objects replaced.
+pub fn merge_watches<K, S>(
+    watches: Vec<(String, S)>,
+    snapshot: impl Fn() -> Vec<Arc<K>> + Send + 'static,
+) -> impl Stream<Item = EventResult<K>> + Send
+where
+    K: Resource + Lookup + Clone + Send + 'static,
+    S: Stream<Item = EventResult<K>> + Send + 'static,
+{
+    if watches.len() == 1 {
+        return stream::select_all(watches.into_iter().map(|(_, s)| s.boxed())).left_stream();
+    }
+    let namespaces: Vec<String> = watches.iter().map(|(ns, _)| ns.clone()).collect();
+    let tagged = stream::select_all(
+        watches
+            .into_iter()
+            .enumerate()
+            .map(|(i, (_, s))| s.map(move |ev| (i, ev)).boxed()),
+    );
+    let mut merger = Merger {
+        namespaces,
+        buffers: Vec::new(),
+        synced: Vec::new(),
+        snapshot,
+    };
+    merger.buffers.resize_with(merger.namespaces.len(), || None);
+    merger.synced.resize(merger.namespaces.len(), false);
+    tagged
+        .map(move |(i, ev)| stream::iter(merger.translate(i, ev)))
+        .flatten()
+        .right_stream()
+}
+
+struct Merger<K, F> {
+    namespaces: Vec<String>,
+    buffers: Vec<Option<Vec<K>>>,
+    synced: Vec<bool>,
+    snapshot: F,
+}
+
+impl<K, F> Merger<K, F>
+where
+    K: Resource + Clone,
+    F: Fn() -> Vec<Arc<K>>,
+{
+    fn translate(&mut self, i: usize, ev: EventResult<K>) -> Vec<EventResult<K>> {
+        let ev = match ev {
+            Ok(ev) => ev,
+            Err(e) => return vec![Err(e)],
+        };
+        match ev {
+            watcher::Event::Apply(_) | watcher::Event::Delete(_) => vec![Ok(ev)],
+            watcher::Event::Init => {
+                self.buffers[i] = Some(Vec::new());
+                Vec::new()
+            }
+            watcher::Event::InitApply(obj) => {
+                self.buffers[i].get_or_insert_with(Vec::new).push(obj);
+                Vec::new()
+            }
+            watcher::Event::InitDone => {
+                let fresh = self.buffers[i].take().unwrap_or_default();
+                self.synced[i] = true;
+                let ns = self.namespaces[i].as_str();
+                let current = (self.snapshot)();
+                if self.synced.iter().all(|s| *s) {
+                    let mut out = Vec::with_capacity(current.len() + fresh.len() + 2);
+                    out.push(Ok(watcher::Event::Init));
+                    out.extend(
+                        current
+                            .iter()
+                            .filter(|o| o.meta().namespace.as_deref() != Some(ns))
+                            .map(|o| Ok(watcher::Event::InitApply(K::clone(o)))),
+                    );
+                    out.extend(fresh.into_iter().map(|o| Ok(watcher::Event::InitApply(o))));
+                    out.push(Ok(watcher::Event::InitDone));
+                    out
+                } else {
+                    // Not every namespace has synced yet: the store is not ready, so update it
+                    // object by object.
+                    let keep: HashSet<String> =
+                        fresh.iter().filter_map(|o| o.meta().name.clone()).collect();
+                    let stale = current.iter().filter(|o| {
+                        o.meta().namespace.as_deref() == Some(ns)
+                            && !o.meta().name.as_ref().is_some_and(|n| keep.contains(n))
+                    });
+                    stale
+                        .map(|o| Ok(watcher::Event::Delete(K::clone(o))))
+                        .chain(fresh.into_iter().map(|o| Ok(watcher::Event::Apply(o))))
+                        .collect()
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::JobSpec;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    fn job(ns: &str, name: &str, owner: Option<&str>) -> Job {
+        Job {
+            metadata: ObjectMeta {
+                name: Some(name.into()),
+                namespace: Some(ns.into()),
+                owner_references: owner.map(|uid| {
+                    vec![OwnerReference {
+                        api_version: "batch.kronjob.dev/v1".into(),
+                        kind: "CronJob".into(),
+                        name: "cj".into(),
+                        uid: uid.into(),
+                        controller: Some(true),
+                        block_owner_deletion: Some(true),
+                    }]
+                }),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    fn names(mut jobs: Vec<Arc<Job>>) -> Vec<String> {
+        let mut v: Vec<String> = jobs
+            .drain(..)
+            .filter_map(|j| j.metadata.name.clone())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn index_follows_apply_delete_and_owner_changes() {
+        let (index, mut w) = owner_index();
+        w.apply_watcher_event(&watcher::Event::Apply(job("ns", "a", Some("u1"))));
+        w.apply_watcher_event(&watcher::Event::Apply(job("ns", "b", Some("u1"))));
+        w.apply_watcher_event(&watcher::Event::Apply(job("ns", "c", None)));
+        assert_eq!(names(index.jobs_of("u1")), ["a", "b"]);
+        // Owner changes: re-filed.
+        w.apply_watcher_event(&watcher::Event::Apply(job("ns", "b", Some("u2"))));
+        assert_eq!(names(index.jobs_of("u1")), ["a"]);
+        assert_eq!(names(index.jobs_of("u2")), ["b"]);
+        w.apply_watcher_event(&watcher::Event::Delete(job("ns", "a", Some("u1"))));
+        assert!(index.jobs_of("u1").is_empty());
+        assert_eq!(index.len(), 2);
+    }
+
+    #[test]
+    fn relist_replaces_content_and_marks_ready() {
+        let (index, mut w) = owner_index();
+        w.apply_watcher_event(&watcher::Event::Apply(job("ns", "old", Some("u1"))));
+        assert!(!index.is_ready());
+        w.apply_watcher_event(&watcher::Event::Init);
+        w.apply_watcher_event(&watcher::Event::InitApply(job("ns", "new", Some("u1"))));
+        // Not swapped before InitDone.
+        assert_eq!(names(index.jobs_of("u1")), ["old"]);
+        w.apply_watcher_event(&watcher::Event::InitDone);
+        assert_eq!(names(index.jobs_of("u1")), ["new"]);
+        assert!(index.is_ready());
+    }
+
+    #[test]
+    fn strip_drops_template_and_managed_fields() {
+        let mut j = job("ns", "a", Some("u1"));
+        j.metadata.managed_fields = Some(vec![Default::default()]);
+        j.spec = Some(JobSpec {
+            template: PodTemplateSpec {
+                metadata: Some(ObjectMeta {
+                    name: Some("x".into()),
+                    ..Default::default()
+                }),
+                spec: None,
+            },
+            parallelism: Some(2),
+            ..Default::default()
+        });
+        strip_job(&mut j);
+        assert!(j.metadata.managed_fields.is_none());
+        let spec = j.spec.as_ref().expect("spec");
+        assert_eq!(spec.template, PodTemplateSpec::default());
+        assert_eq!(spec.parallelism, Some(2));
+    }
+
+    #[tokio::test]
+    async fn merged_namespace_relist_keeps_other_namespaces() {
+        let (index, writer) = owner_index();
+        let writer = Arc::new(std::sync::Mutex::new(writer));
+        let ev = |e: watcher::Event<Job>| -> EventResult<Job> { Ok(e) };
+        let a = stream::iter(vec![
+            ev(watcher::Event::Init),
+            ev(watcher::Event::InitApply(job("a", "a1", Some("u")))),
+            ev(watcher::Event::InitDone),
+        ]);
+        let b = stream::iter(vec![
+            ev(watcher::Event::Init),
+            ev(watcher::Event::InitApply(job("b", "b1", Some("u")))),
+            ev(watcher::Event::InitDone),
+            // A later re-list of b drops b1 and adds b2; a1 must survive.
+            ev(watcher::Event::Init),
+            ev(watcher::Event::InitApply(job("b", "b2", Some("u")))),
+            ev(watcher::Event::InitDone),
+        ]);
+        let snap = index.clone();
+        let merged = merge_watches(
+            vec![("a".to_string(), a.boxed()), ("b".to_string(), b.boxed())],
+            move || snap.snapshot(),
+        );
+        let w = writer.clone();
+        merged
+            .for_each(|e| {
+                if let Ok(e) = &e {
+                    w.lock().expect("lock").apply_watcher_event(e);
+                }
+                futures::future::ready(())
+            })
+            .await;
+        assert!(index.is_ready());
+        assert_eq!(names(index.jobs_of("u")), ["a1", "b2"]);
+    }
+}

@@ -1,0 +1,144 @@
+//! End-to-end scenarios of the CronJob reconciler. The lead's harness provides the cluster, the
+//! running manager and a fresh namespace, and calls each `pub async fn` with them.
+
+#![allow(dead_code)]
+
+use std::time::Duration;
+
+use k8s_openapi::api::batch::v1::Job;
+use kronjob::api::{CronJob, LABEL_CRONJOB};
+use kube::api::{ListParams, Patch, PatchParams, PostParams};
+use kube::{Api, Client};
+use serde_json::json;
+
+fn cronjob(name: &str, history: i32) -> CronJob {
+    serde_json::from_value(json!({
+        "apiVersion": "batch.kronjob.dev/v1",
+        "kind": "CronJob",
+        "metadata": { "name": name },
+        "spec": {
+            "schedule": "* * * * *",
+            "successfulJobsHistoryLimit": history,
+            "jobTemplate": { "spec": {
+                // Suspended: the Job controller starts no Pod; the test finishes the Job itself.
+                "suspend": true,
+                "template": { "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{ "name": "c", "image": "busybox:1.36", "command": ["true"] }]
+                }}
+            }}
+        }
+    }))
+    .expect("CronJob manifest")
+}
+
+async fn jobs_of(client: &Client, ns: &str, name: &str) -> Vec<Job> {
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    jobs.list(&ListParams::default().labels(&format!("{LABEL_CRONJOB}={name}")))
+        .await
+        .expect("list jobs")
+        .items
+}
+
+async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = probe().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+/// A CronJob on `* * * * *` gets a Job within 65 s, named `<cronjob>-<unix minutes>`, owned by
+/// the CronJob, and the CronJob's status lists it as active.
+pub async fn creates_job_within_65s(client: Client, ns: &str) {
+    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
+    cronjobs
+        .create(&PostParams::default(), &cronjob("every-minute", 3))
+        .await
+        .expect("create CronJob");
+    let job = wait_for("a Job", Duration::from_secs(65), || async {
+        jobs_of(&client, ns, "every-minute")
+            .await
+            .into_iter()
+            .next()
+    })
+    .await;
+    let name = job.metadata.name.clone().unwrap_or_default();
+    assert!(name.starts_with("every-minute-"), "{name}");
+    let owner = &job.metadata.owner_references.as_ref().expect("owner")[0];
+    assert_eq!(owner.kind, "CronJob");
+    assert_eq!(owner.controller, Some(true));
+    wait_for("status.active", Duration::from_secs(15), || async {
+        let cj = cronjobs.get("every-minute").await.ok()?;
+        let status = cj.status?;
+        (status
+            .active
+            .iter()
+            .any(|r| r.name.as_deref() == Some(name.as_str()))
+            && status.last_schedule_time.is_some())
+        .then_some(())
+    })
+    .await;
+}
+
+/// Marking the Job Complete sets `lastSuccessfulTime`, and with
+/// `successfulJobsHistoryLimit: 0` the finished Job is deleted, without the slot running again.
+pub async fn completion_sets_last_success_and_trims_history(client: Client, ns: &str) {
+    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
+    cronjobs
+        .create(&PostParams::default(), &cronjob("trimmed", 0))
+        .await
+        .expect("create CronJob");
+    let job = wait_for("a Job", Duration::from_secs(65), || async {
+        jobs_of(&client, ns, "trimmed").await.into_iter().next()
+    })
+    .await;
+    let name = job.metadata.name.clone().unwrap_or_default();
+    let now = jiff::Timestamp::now().to_string();
+    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
+    jobs.patch_status(
+        &name,
+        &PatchParams::default(),
+        &Patch::Merge(json!({ "status": {
+            "startTime": now, "completionTime": now, "succeeded": 1,
+            "conditions": [
+                { "type": "SuccessCriteriaMet", "status": "True", "lastProbeTime": now, "lastTransitionTime": now },
+                { "type": "Complete", "status": "True", "lastProbeTime": now, "lastTransitionTime": now }
+            ]
+        }})),
+    )
+    .await
+    .expect("mark Job complete");
+    wait_for("lastSuccessfulTime", Duration::from_secs(30), || async {
+        let cj = cronjobs.get("trimmed").await.ok()?;
+        cj.status?.last_successful_time.map(|_| ())
+    })
+    .await;
+    wait_for("history trimmed", Duration::from_secs(30), || async {
+        let left = jobs_of(&client, ns, "trimmed").await;
+        (!left
+            .iter()
+            .any(|j| j.metadata.name.as_deref() == Some(name.as_str())))
+        .then_some(())
+    })
+    .await;
+    // The deleted slot is not re-run: no Job with the same name comes back within 5 s.
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let again = jobs_of(&client, ns, "trimmed").await;
+    assert!(
+        !again
+            .iter()
+            .any(|j| j.metadata.name.as_deref() == Some(name.as_str())),
+        "slot {name} ran twice"
+    );
+}
