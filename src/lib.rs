@@ -2,8 +2,10 @@
 //!
 //! The crate is split by what talks to the API server and what does not:
 //! - [`api`]: the CRD types, defaults and validation rules (pure);
-//! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected).
+//! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected);
+//! - [`cli`]: command-line subcommands.
 
 pub mod api;
+pub mod cli;
 pub mod clock;
 pub mod schedule;

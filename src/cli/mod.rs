@@ -1,0 +1,3 @@
+//! Command-line subcommands.
+
+pub mod next;
