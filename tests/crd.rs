@@ -540,3 +540,17 @@ fn every_cel_rule_is_exercised_by_some_failure() {
         }
     }
 }
+
+#[test]
+fn schema_defaults_equal_the_webhook_defaults() {
+    let schema = schema();
+    for d in kronjob::api::defaults::spec_defaults() {
+        let node = node(&schema, &["spec", d.field]);
+        assert_eq!(
+            node.get("default"),
+            Some(&d.value),
+            "schema default of spec.{}",
+            d.field
+        );
+    }
+}
