@@ -86,25 +86,33 @@ impl FieldError {
     }
 }
 
-impl fmt::Display for FieldError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let kind = match self.kind {
+impl FieldError {
+    /// The message without the path, as in a `StatusCause`: `Invalid value: -1: must be ...`.
+    pub fn body(&self) -> String {
+        let mut out = String::from(match self.kind {
             ErrorKind::Required => "Required value",
             ErrorKind::Invalid => "Invalid value",
             ErrorKind::NotSupported => "Unsupported value",
-        };
-        write!(f, "{}: {kind}", self.path)?;
+        });
         // Like Go's `ErrorBody`: `Required` never shows the value; strings are quoted, numbers
         // and booleans are not (JSON rendering gives exactly that).
         if self.kind != ErrorKind::Required
             && let Some(value) = &self.value
         {
-            write!(f, ": {value}")?;
+            out.push_str(": ");
+            out.push_str(&value.to_string());
         }
         if !self.detail.is_empty() {
-            write!(f, ": {}", self.detail)?;
+            out.push_str(": ");
+            out.push_str(&self.detail);
         }
-        Ok(())
+        out
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.body())
     }
 }
 
