@@ -216,7 +216,9 @@ pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<Field
     // (c) The concurrency policy (absent means the default, `Allow`).
     if let Some(policy) = lookup(object, CONCURRENCY_POLICY) {
         let supported = ConcurrencyPolicy::ALL.map(ConcurrencyPolicy::as_str);
-        if !policy.as_str().is_some_and(|p| supported.contains(&p)) {
+        if policy.as_str() == Some("") {
+            errors.push(FieldError::required(CONCURRENCY_POLICY.join("."), ""));
+        } else if !policy.as_str().is_some_and(|p| supported.contains(&p)) {
             errors.push(FieldError::not_supported(
                 CONCURRENCY_POLICY.join("."),
                 policy.clone(),
@@ -397,6 +399,16 @@ mod tests {
             [
                 "spec.schedule: Invalid value: \"CRON_TZ=UTC * * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
             ]
+        );
+    }
+
+    #[test]
+    fn empty_concurrency_policy_is_required() {
+        let mut o = valid();
+        o["spec"]["concurrencyPolicy"] = json!("");
+        assert_eq!(
+            rendered(&o, None, Operation::Create),
+            ["spec.concurrencyPolicy: Required value"]
         );
     }
 

@@ -1,5 +1,8 @@
 //! Test PKI (an rcgen CA) and a verifying TLS client (tokio-rustls + hyper), ring only.
 
+// Each test crate that includes this module uses part of it.
+#![allow(dead_code)]
+
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
