@@ -4,6 +4,7 @@
 //! - [`api`]: the CRD types, defaults and validation rules (pure);
 //! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected);
 //! - [`controller`]: the controllers that watch and act on the API server;
+//! - [`webhook`]: the admission webhook server (defaulting and validation over TLS);
 //! - [`manager`], [`metrics`], [`telemetry`]: the process that hosts them;
 //! - [`cli`]: command-line subcommands.
 
@@ -15,3 +16,4 @@ pub mod manager;
 pub mod metrics;
 pub mod schedule;
 pub mod telemetry;
+pub mod webhook;

@@ -567,3 +567,17 @@ fn samples_decode_pass_the_schema_rules_and_lose_nothing() {
     }
     assert!(seen >= 2, "samples found: {seen}");
 }
+
+#[test]
+fn schema_defaults_equal_the_webhook_defaults() {
+    let schema = schema();
+    for d in kronjob::api::defaults::spec_defaults() {
+        let node = node(&schema, &["spec", d.field]);
+        assert_eq!(
+            node.get("default"),
+            Some(&d.value),
+            "schema default of spec.{}",
+            d.field
+        );
+    }
+}

@@ -139,8 +139,11 @@ impl ConcurrencyPolicy {
     }
 }
 
+/// Default of `spec.suspend`.
+pub const DEFAULT_SUSPEND: bool = false;
+
 fn default_suspend() -> Option<bool> {
-    Some(false)
+    Some(DEFAULT_SUSPEND)
 }
 fn default_successful_jobs_history_limit() -> Option<i32> {
     Some(DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT)

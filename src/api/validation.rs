@@ -1,0 +1,428 @@
+//! Validation of a `CronJob` as the admission webhook performs it, on the raw JSON object.
+//!
+//! [`validate`] reports every failing field at once, as the API server does, in four groups:
+//! 1. every rule of [`super::rules::rules`] (the same table the CRD's CEL rules come from);
+//! 2. the required fields `spec`, `spec.schedule` and `spec.jobTemplate`;
+//! 3. `spec.concurrencyPolicy` outside its three values;
+//! 4. what CEL cannot check: the schedule parses and the time zone exists.
+//!
+//! Pure: no I/O, no clock. Errors render exactly like the API server's `field.Error`.
+
+use std::fmt;
+
+use serde_json::Value;
+
+pub use super::rules::ErrorKind;
+use super::rules::{Rule, Scope, lookup, rules};
+use super::{ConcurrencyPolicy, GROUP};
+use crate::schedule::{Schedule, time_zone};
+
+/// The admission operation being validated.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    /// A new object.
+    Create,
+    /// A change to an existing object (the old object is passed too).
+    Update,
+}
+
+/// One invalid field, rendered like the API server's `field.Error`:
+/// `spec.schedule: Invalid value: "61 * * * *": end of range (61) above maximum (59): 61`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct FieldError {
+    /// Dotted field path from the object root, e.g. `spec.startingDeadlineSeconds`.
+    pub path: String,
+    /// The kind of error.
+    pub kind: ErrorKind,
+    /// The offending value, when the error shows one (`Required` never does).
+    pub value: Option<Value>,
+    /// The explanation after the value; may be empty.
+    pub detail: String,
+}
+
+impl FieldError {
+    /// A `Required value` error.
+    pub fn required(path: impl Into<String>, detail: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            kind: ErrorKind::Required,
+            value: None,
+            detail: detail.into(),
+        }
+    }
+
+    /// An `Invalid value` error showing `value`.
+    pub fn invalid(path: impl Into<String>, value: Value, detail: impl Into<String>) -> Self {
+        FieldError {
+            path: path.into(),
+            kind: ErrorKind::Invalid,
+            value: Some(value),
+            detail: detail.into(),
+        }
+    }
+
+    /// An `Unsupported value` error listing the supported values.
+    pub fn not_supported(path: impl Into<String>, value: Value, supported: &[&str]) -> Self {
+        let list = supported
+            .iter()
+            .map(|s| format!("{s:?}"))
+            .collect::<Vec<_>>()
+            .join(", ");
+        FieldError {
+            path: path.into(),
+            kind: ErrorKind::NotSupported,
+            value: Some(value),
+            detail: format!("supported values: {list}"),
+        }
+    }
+
+    /// The reason the API server puts in a `StatusCause` for this kind of error.
+    pub fn cause_reason(&self) -> &'static str {
+        match self.kind {
+            ErrorKind::Required => "FieldValueRequired",
+            ErrorKind::Invalid => "FieldValueInvalid",
+            ErrorKind::NotSupported => "FieldValueNotSupported",
+        }
+    }
+}
+
+impl FieldError {
+    /// The message without the path, as in a `StatusCause`: `Invalid value: -1: must be ...`.
+    pub fn body(&self) -> String {
+        let mut out = String::from(match self.kind {
+            ErrorKind::Required => "Required value",
+            ErrorKind::Invalid => "Invalid value",
+            ErrorKind::NotSupported => "Unsupported value",
+        });
+        // Like Go's `ErrorBody`: `Required` never shows the value; strings are quoted, numbers
+        // and booleans are not (JSON rendering gives exactly that).
+        if self.kind != ErrorKind::Required
+            && let Some(value) = &self.value
+        {
+            out.push_str(": ");
+            out.push_str(&value.to_string());
+        }
+        if !self.detail.is_empty() {
+            out.push_str(": ");
+            out.push_str(&self.detail);
+        }
+        out
+    }
+}
+
+impl fmt::Display for FieldError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.path, self.body())
+    }
+}
+
+/// The `GroupKind` the API server names in its messages: `CronJob.batch.kronjob.dev`.
+pub fn qualified_kind() -> String {
+    format!("CronJob.{GROUP}")
+}
+
+/// The whole denial message, as the API server renders `errors.NewInvalid`:
+/// `CronJob.batch.kronjob.dev "name" is invalid: [err1, err2]` (no brackets for one error).
+pub fn invalid_message(name: &str, errors: &[FieldError]) -> String {
+    let mut rendered: Vec<String> = Vec::with_capacity(errors.len());
+    for e in errors {
+        let s = e.to_string();
+        // An aggregate lists each distinct message once.
+        if !rendered.contains(&s) {
+            rendered.push(s);
+        }
+    }
+    let list = match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    format!("{} {name:?} is invalid: {list}", qualified_kind())
+}
+
+const SPEC: &[&str] = &["spec"];
+const SCHEDULE: &[&str] = &["spec", "schedule"];
+const TIME_ZONE: &[&str] = &["spec", "timeZone"];
+const JOB_TEMPLATE: &[&str] = &["spec", "jobTemplate"];
+const CONCURRENCY_POLICY: &[&str] = &["spec", "concurrencyPolicy"];
+
+/// Whether a rule belongs to the time-zone group, which upstream re-checks on update only when
+/// the value changed (validation ratcheting).
+fn is_zone_rule(rule: &Rule) -> bool {
+    rule.at == TIME_ZONE
+}
+
+/// Validate a `CronJob` given as raw JSON; `old` is the stored object on update. Returns every
+/// failing field (empty when the object is valid), in a stable order: rule table first, then
+/// required fields, the concurrency policy, the schedule and the time zone.
+///
+/// Like CEL, a rule runs only when the value at its location exists. Rules with
+/// [`Scope::Create`] are skipped on update. On update, the time-zone checks are skipped when
+/// `spec.timeZone` is unchanged, as upstream does.
+pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<FieldError> {
+    let mut errors = Vec::new();
+    let zone_unchanged = op == Operation::Update
+        && old.is_some_and(|old| lookup(old, TIME_ZONE) == lookup(object, TIME_ZONE));
+
+    // (a) The shared rule table.
+    let mut zone_rule_failed = false;
+    for rule in rules() {
+        if rule.scope == Scope::Create && op == Operation::Update {
+            continue;
+        }
+        if is_zone_rule(rule) && zone_unchanged {
+            continue;
+        }
+        let Some(at_value) = lookup(object, rule.at) else {
+            continue;
+        };
+        if rule.holds(at_value) {
+            continue;
+        }
+        zone_rule_failed |= is_zone_rule(rule);
+        let value = rule.reported_value(at_value).cloned();
+        errors.push(FieldError {
+            path: rule.path(),
+            kind: rule.kind,
+            value: if rule.kind == ErrorKind::Required {
+                None
+            } else {
+                value
+            },
+            detail: rule.message.to_string(),
+        });
+    }
+
+    // (b) Required fields (the CRD schema says so too; the webhook must not rely on it, since
+    // mutating webhooks run before schema validation).
+    match lookup(object, SPEC) {
+        None => errors.push(FieldError::required("spec", "")),
+        Some(spec) if !spec.is_object() => {
+            errors.push(FieldError::invalid(
+                "spec",
+                spec.clone(),
+                "must be an object",
+            ));
+        }
+        Some(_) => {
+            if lookup(object, SCHEDULE).is_none() {
+                errors.push(FieldError::required("spec.schedule", ""));
+            }
+            if lookup(object, JOB_TEMPLATE).is_none() {
+                errors.push(FieldError::required("spec.jobTemplate", ""));
+            }
+        }
+    }
+
+    // (c) The concurrency policy (absent means the default, `Allow`).
+    if let Some(policy) = lookup(object, CONCURRENCY_POLICY) {
+        let supported = ConcurrencyPolicy::ALL.map(ConcurrencyPolicy::as_str);
+        if policy.as_str() == Some("") {
+            errors.push(FieldError::required(CONCURRENCY_POLICY.join("."), ""));
+        } else if !policy.as_str().is_some_and(|p| supported.contains(&p)) {
+            errors.push(FieldError::not_supported(
+                CONCURRENCY_POLICY.join("."),
+                policy.clone(),
+                &supported,
+            ));
+        }
+    }
+
+    // (d) What CEL cannot do: parse the schedule and load the time zone.
+    if let Some(schedule) = lookup(object, SCHEDULE) {
+        match schedule.as_str() {
+            None => errors.push(FieldError::invalid(
+                "spec.schedule",
+                schedule.clone(),
+                "must be a string",
+            )),
+            // Empty, over-long and `TZ=` schedules are already reported by the rule table.
+            Some(expr) if rule_table_rejects(SCHEDULE, schedule) || expr.is_empty() => {}
+            Some(expr) => {
+                if let Err(e) = Schedule::parse(expr, &hash_key(object)) {
+                    errors.push(FieldError::invalid(
+                        "spec.schedule",
+                        schedule.clone(),
+                        e.to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    if !zone_unchanged
+        && !zone_rule_failed
+        && let Some(tz) = lookup(object, TIME_ZONE)
+    {
+        match tz.as_str() {
+            None => errors.push(FieldError::invalid(
+                "spec.timeZone",
+                tz.clone(),
+                "must be a string",
+            )),
+            Some(name) => {
+                if let Err(e) = time_zone(Some(name)) {
+                    errors.push(FieldError::invalid(
+                        "spec.timeZone",
+                        tz.clone(),
+                        e.to_string(),
+                    ));
+                }
+            }
+        }
+    }
+    errors
+}
+
+/// Whether some rule at `at` rejects `value` (so a second message would only repeat it).
+fn rule_table_rejects(at: &[&str], value: &Value) -> bool {
+    rules()
+        .iter()
+        .any(|rule| rule.at == at && !rule.holds(value))
+}
+
+/// The key `H` hashes: `namespace/name`.
+fn hash_key(object: &Value) -> String {
+    let part = |key: &str| {
+        lookup(object, &["metadata", key])
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string()
+    };
+    format!("{}/{}", part("namespace"), part("name"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn valid() -> Value {
+        json!({
+            "apiVersion": "batch.kronjob.dev/v1",
+            "kind": "CronJob",
+            "metadata": {"name": "hello", "namespace": "default"},
+            "spec": {
+                "schedule": "*/5 * * * *",
+                "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "OnFailure",
+                    "containers": [{"name": "c", "image": "busybox"}]
+                }}}}
+            }
+        })
+    }
+
+    fn rendered(object: &Value, old: Option<&Value>, op: Operation) -> Vec<String> {
+        validate(object, old, op)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
+    }
+
+    #[test]
+    fn valid_object_has_no_errors() {
+        assert!(validate(&valid(), None, Operation::Create).is_empty());
+    }
+
+    #[test]
+    fn display_matches_the_api_server() {
+        let mut o = valid();
+        o["spec"]["schedule"] = json!("61 * * * *");
+        o["spec"]["startingDeadlineSeconds"] = json!(-1);
+        o["spec"]["concurrencyPolicy"] = json!("Sometimes");
+        let got = rendered(&o, None, Operation::Create);
+        assert!(got.contains(&"spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0".to_string()), "{got:?}");
+        assert!(got.contains(&"spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"".to_string()), "{got:?}");
+        assert!(got.contains(&"spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61".to_string()), "{got:?}");
+        assert_eq!(got.len(), 3, "{got:?}");
+    }
+
+    #[test]
+    fn missing_fields_are_required() {
+        let o = json!({"metadata": {"name": "x"}, "spec": {}});
+        let got = rendered(&o, None, Operation::Create);
+        assert_eq!(
+            got,
+            [
+                "spec.schedule: Required value",
+                "spec.jobTemplate: Required value"
+            ]
+        );
+        let got = rendered(&json!({"metadata": {"name": "x"}}), None, Operation::Create);
+        assert_eq!(got, ["spec: Required value"]);
+    }
+
+    #[test]
+    fn unknown_zone_and_ratcheting() {
+        let mut o = valid();
+        o["spec"]["timeZone"] = json!("Europe/Pariss");
+        assert_eq!(
+            rendered(&o, None, Operation::Create),
+            ["spec.timeZone: Invalid value: \"Europe/Pariss\": unknown time zone Europe/Pariss"]
+        );
+        // Unchanged on update: not re-checked.
+        assert!(validate(&o, Some(&o), Operation::Update).is_empty());
+        // Changed on update: checked.
+        let mut old = o.clone();
+        old["spec"]["timeZone"] = json!("UTC");
+        assert_eq!(validate(&o, Some(&old), Operation::Update).len(), 1);
+    }
+
+    #[test]
+    fn zone_shape_error_is_not_repeated_by_the_loader() {
+        let mut o = valid();
+        o["spec"]["timeZone"] = json!("../etc");
+        assert_eq!(
+            rendered(&o, None, Operation::Create),
+            ["spec.timeZone: Invalid value: \"../etc\": unknown time zone"]
+        );
+    }
+
+    #[test]
+    fn name_length_only_on_create() {
+        let mut o = valid();
+        o["metadata"]["name"] = json!("a".repeat(53));
+        let got = rendered(&o, None, Operation::Create);
+        assert_eq!(got.len(), 1);
+        assert!(
+            got[0].starts_with("metadata.name: Invalid value: \"aaa"),
+            "{got:?}"
+        );
+        assert!(got[0].ends_with(": must be no more than 52 characters"));
+        assert!(validate(&o, Some(&o), Operation::Update).is_empty());
+    }
+
+    #[test]
+    fn tz_prefix_reported_once() {
+        let mut o = valid();
+        o["spec"]["schedule"] = json!("CRON_TZ=UTC * * * * *");
+        assert_eq!(
+            rendered(&o, None, Operation::Create),
+            [
+                "spec.schedule: Invalid value: \"CRON_TZ=UTC * * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead"
+            ]
+        );
+    }
+
+    #[test]
+    fn empty_concurrency_policy_is_required() {
+        let mut o = valid();
+        o["spec"]["concurrencyPolicy"] = json!("");
+        assert_eq!(
+            rendered(&o, None, Operation::Create),
+            ["spec.concurrencyPolicy: Required value"]
+        );
+    }
+
+    #[test]
+    fn aggregate_message() {
+        let e1 = FieldError::required("spec.schedule", "");
+        let e2 = FieldError::invalid("spec.x", json!(-1), "must be greater than or equal to 0");
+        assert_eq!(
+            invalid_message("n", std::slice::from_ref(&e1)),
+            "CronJob.batch.kronjob.dev \"n\" is invalid: spec.schedule: Required value"
+        );
+        assert_eq!(
+            invalid_message("n", &[e1, e2]),
+            "CronJob.batch.kronjob.dev \"n\" is invalid: [spec.schedule: Required value, spec.x: Invalid value: -1: must be greater than or equal to 0]"
+        );
+    }
+}

@@ -1,0 +1,93 @@
+//! Prometheus metrics of the webhook server.
+
+use std::time::Duration;
+
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+/// How a request ended, the `result` label.
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
+#[allow(non_camel_case_types)] // The variant names are the label values.
+pub enum Outcome {
+    /// Admitted unchanged.
+    allowed,
+    /// Refused (invalid object, or an object that could not be decoded).
+    denied,
+    /// Admitted with a defaulting patch.
+    patched,
+    /// Not an admission review at all: HTTP 400.
+    bad_request,
+    /// The webhook itself failed.
+    error,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RequestLabels {
+    path: &'static str,
+    result: Outcome,
+}
+
+/// Upper bounds of the latency buckets, in seconds: 50 µs to 1 s.
+const BUCKETS: [f64; 14] = [
+    0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
+    1.0,
+];
+
+fn latency_histogram() -> Histogram {
+    Histogram::new(BUCKETS)
+}
+
+/// The webhook's metrics, registered in the manager's registry. Cheap to clone (shared cells).
+#[derive(Clone, Debug)]
+pub struct WebhookMetrics {
+    duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
+    panics: Counter,
+}
+
+impl WebhookMetrics {
+    /// Create the metrics and register them:
+    /// `kronjob_webhook_request_duration_seconds{path,result}` and
+    /// `kronjob_webhook_panics_total`.
+    pub fn new(registry: &mut Registry) -> Self {
+        let duration = Family::<RequestLabels, Histogram, fn() -> Histogram>::new_with_constructor(
+            latency_histogram,
+        );
+        let panics = Counter::default();
+        registry.register(
+            "kronjob_webhook_request_duration_seconds",
+            "Time to answer an admission request, by path and result",
+            duration.clone(),
+        );
+        registry.register(
+            "kronjob_webhook_panics",
+            "Handler panics caught by the webhook server",
+            panics.clone(),
+        );
+        WebhookMetrics { duration, panics }
+    }
+
+    /// Metrics registered nowhere, for tests and benches.
+    pub fn unregistered() -> Self {
+        Self::new(&mut Registry::default())
+    }
+
+    /// Record one answered request.
+    pub fn observe(&self, path: &'static str, result: Outcome, elapsed: Duration) {
+        self.duration
+            .get_or_create(&RequestLabels { path, result })
+            .observe(elapsed.as_secs_f64());
+    }
+
+    /// Count a caught panic.
+    pub fn panicked(&self) {
+        self.panics.inc();
+    }
+
+    /// Number of panics caught so far.
+    pub fn panic_count(&self) -> u64 {
+        self.panics.get()
+    }
+}

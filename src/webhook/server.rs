@@ -1,0 +1,137 @@
+//! The HTTP side: routes, the hardening layers and the handlers (a thin transport over
+//! [`super::admission::admit`]).
+
+use std::any::Any;
+use std::time::{Duration, Instant};
+
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use tower::ServiceBuilder;
+use tower::limit::GlobalConcurrencyLimitLayer;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::timeout::TimeoutLayer;
+
+use super::admission::{BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit};
+use super::metrics::{Outcome, WebhookMetrics};
+
+/// Longest time a request may take before it is answered with 503. The API server's own
+/// timeout for the webhook is 5 s (`timeoutSeconds`).
+pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
+/// Most requests handled at once; further requests wait for a slot.
+pub const MAX_CONCURRENT_REQUESTS: usize = 256;
+/// Path of the health endpoint.
+pub const HEALTHZ_PATH: &str = "/healthz";
+
+/// The webhook's routes with the hardening layers: `POST` [`MUTATE_PATH`], `POST`
+/// [`VALIDATE_PATH`] and `GET` [`HEALTHZ_PATH`].
+pub fn router(metrics: WebhookMetrics) -> Router {
+    let routes = Router::new()
+        .route(MUTATE_PATH, post(mutate))
+        .route(VALIDATE_PATH, post(validate))
+        .route(HEALTHZ_PATH, get(|| async { "ok" }))
+        .with_state(metrics.clone());
+    harden(routes, &metrics)
+}
+
+/// Wrap `routes` in the layers every webhook route gets: a caught panic becomes a 500 answer
+/// and is counted, requests time out after [`REQUEST_TIMEOUT`], and at most
+/// [`MAX_CONCURRENT_REQUESTS`] run at once. Public so that tests can harden their own routes.
+pub fn harden(routes: Router, metrics: &WebhookMetrics) -> Router {
+    let counter = metrics.clone();
+    let on_panic = move |panic: Box<dyn Any + Send>| {
+        counter.panicked();
+        let what = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        tracing::error!(panic = %what, "webhook handler panicked");
+        error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error")
+    };
+    routes.layer(
+        ServiceBuilder::new()
+            .layer(CatchPanicLayer::custom(on_panic))
+            .layer(TimeoutLayer::with_status_code(
+                StatusCode::SERVICE_UNAVAILABLE,
+                REQUEST_TIMEOUT,
+            ))
+            .layer(GlobalConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS)),
+    )
+}
+
+async fn mutate(State(metrics): State<WebhookMetrics>, headers: HeaderMap, body: Body) -> Response {
+    handle(Endpoint::Mutate, &metrics, &headers, body).await
+}
+
+async fn validate(
+    State(metrics): State<WebhookMetrics>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    handle(Endpoint::Validate, &metrics, &headers, body).await
+}
+
+async fn handle(
+    endpoint: Endpoint,
+    metrics: &WebhookMetrics,
+    headers: &HeaderMap,
+    body: Body,
+) -> Response {
+    let start = Instant::now();
+    let (outcome, response) = match read_body(headers, body).await {
+        Err(bad) => bad_request(&bad),
+        Ok(bytes) => match admit(endpoint, &bytes) {
+            Err(bad) => bad_request(&bad),
+            Ok(answer) => match serde_json::to_vec(&answer.review) {
+                Ok(json) => (
+                    answer.outcome,
+                    ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+                ),
+                Err(e) => {
+                    tracing::error!(error = %e, "cannot serialise the AdmissionReview answer");
+                    (
+                        Outcome::error,
+                        error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+                    )
+                }
+            },
+        },
+    };
+    metrics.observe(endpoint.path(), outcome, start.elapsed());
+    response
+}
+
+async fn read_body(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, BadRequest> {
+    let declared = headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
+        return Err(BadRequest::TooLarge);
+    }
+    axum::body::to_bytes(body, MAX_BODY_BYTES)
+        .await
+        .map_err(|e| match std::error::Error::source(&e) {
+            // axum reports the limit as a "length limit exceeded" source error.
+            Some(inner) if inner.to_string().contains("length limit") => BadRequest::TooLarge,
+            _ => BadRequest::Read(e.to_string()),
+        })
+}
+
+fn bad_request(bad: &BadRequest) -> (Outcome, Response) {
+    tracing::debug!(reason = %bad, "bad admission request");
+    (
+        Outcome::bad_request,
+        error_response(StatusCode::BAD_REQUEST, &bad.to_string()),
+    )
+}
+
+/// A JSON error body `{"error": reason}` with `status`.
+fn error_response(status: StatusCode, reason: &str) -> Response {
+    let body = serde_json::json!({ "error": reason }).to_string();
+    (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}

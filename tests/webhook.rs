@@ -1,0 +1,779 @@
+//! The admission webhook driven through its real router (in process) and over real TLS:
+//! defaulting, every validation rule, create versus update, dry run, deletes and other kinds,
+//! bad input, panics, metrics, certificate reload and graceful shutdown.
+
+mod tls_support;
+
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{Request, StatusCode};
+use axum::routing::get;
+use http_body_util::BodyExt;
+use kronjob::webhook::admission::{MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH};
+use kronjob::webhook::server::harden;
+use kronjob::webhook::{WebhookMetrics, router};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+
+fn cronjob(name: &str) -> Value {
+    json!({
+        "apiVersion": "batch.kronjob.dev/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name, "namespace": "default", "uid": "5f6c3e4a-0000-4000-8000-000000000001"},
+        "spec": {
+            "schedule": "*/5 * * * *",
+            "timeZone": "Europe/Paris",
+            "jobTemplate": {"spec": {"template": {"spec": {
+                "restartPolicy": "OnFailure",
+                "containers": [{"name": "hello", "image": "busybox:1.36", "command": ["date"]}]
+            }}}}
+        }
+    })
+}
+
+const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
+
+fn review(operation: &str, object: Value, old: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": UID,
+            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
+            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
+            "requestKind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
+            "requestResource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
+            "name": object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default(),
+            "namespace": "default",
+            "operation": operation,
+            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+}
+
+fn create(object: Value) -> Value {
+    review("CREATE", object, Value::Null)
+}
+
+async fn post_raw(app: &Router, path: &str, body: Vec<u8>) -> (StatusCode, Vec<u8>) {
+    let request = Request::post(path)
+        .header("content-type", "application/json")
+        .body(Body::from(body))
+        .expect("request");
+    let response = app.clone().oneshot(request).await.expect("infallible");
+    let status = response.status();
+    let bytes = response
+        .into_body()
+        .collect()
+        .await
+        .expect("body")
+        .to_bytes();
+    (status, bytes.to_vec())
+}
+
+/// Post a review and return the `response` of the answer (HTTP 200 required).
+async fn admit(app: &Router, path: &str, review: &Value) -> Value {
+    let (status, body) = post_raw(app, path, review.to_string().into_bytes()).await;
+    assert_eq!(status, StatusCode::OK, "{}", String::from_utf8_lossy(&body));
+    let answer: Value = serde_json::from_slice(&body).expect("JSON answer");
+    assert_eq!(answer["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(answer["kind"], "AdmissionReview");
+    answer["response"].clone()
+}
+
+fn app() -> Router {
+    router(WebhookMetrics::unregistered())
+}
+
+fn apply_patch(object: &Value, response: &Value) -> Value {
+    assert_eq!(response["patchType"], "JSONPatch");
+    // kube-core serialises the patch bytes as a JSON array of numbers (which the API server's
+    // Go decoder accepts for a []byte field); accept base64 text as well.
+    let raw: Vec<u8> = match &response["patch"] {
+        Value::String(encoded) => base64_decode(encoded),
+        other => serde_json::from_value(other.clone()).expect("patch bytes"),
+    };
+    let patch: json_patch::Patch = serde_json::from_slice(&raw).expect("patch JSON");
+    let mut out = object.clone();
+    json_patch::patch(&mut out, &patch).expect("patch applies");
+    out
+}
+
+/// Minimal standard base64 decoding (no dependency needed for a test).
+fn base64_decode(s: &str) -> Vec<u8> {
+    let table = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = Vec::new();
+    let (mut acc, mut bits) = (0u32, 0u32);
+    for c in s.bytes().filter(|&c| c != b'=') {
+        let v = table.iter().position(|&t| t == c).expect("base64 digit") as u32;
+        acc = (acc << 6) | v;
+        bits += 6;
+        if bits >= 8 {
+            bits -= 8;
+            out.push((acc >> bits) as u8);
+            acc &= (1 << bits) - 1;
+        }
+    }
+    out
+}
+
+#[tokio::test]
+async fn valid_create_is_defaulted_then_allowed() {
+    let app = app();
+    let object = cronjob("hello");
+    let response = admit(&app, MUTATE_PATH, &create(object.clone())).await;
+    assert_eq!(response["uid"], UID);
+    assert_eq!(response["allowed"], true);
+    let defaulted = apply_patch(&object, &response);
+    assert_eq!(defaulted["spec"]["concurrencyPolicy"], "Allow");
+    assert_eq!(defaulted["spec"]["suspend"], false);
+    assert_eq!(defaulted["spec"]["successfulJobsHistoryLimit"], 3);
+    assert_eq!(defaulted["spec"]["failedJobsHistoryLimit"], 1);
+    // Everything else is untouched.
+    let mut without = defaulted.clone();
+    for f in [
+        "concurrencyPolicy",
+        "suspend",
+        "successfulJobsHistoryLimit",
+        "failedJobsHistoryLimit",
+    ] {
+        without["spec"].as_object_mut().expect("spec").remove(f);
+    }
+    assert_eq!(without, object);
+
+    // The defaulted object needs nothing more, and passes validation.
+    let again = admit(&app, MUTATE_PATH, &create(defaulted.clone())).await;
+    assert_eq!(again["allowed"], true);
+    assert!(again.get("patch").is_none(), "{again}");
+    let validated = admit(&app, VALIDATE_PATH, &create(defaulted)).await;
+    assert_eq!(validated["allowed"], true, "{validated}");
+    assert_eq!(validated["uid"], UID);
+}
+
+#[tokio::test]
+async fn defaulting_keeps_user_values_and_unknown_fields() {
+    let mut object = cronjob("keep");
+    object["spec"]["suspend"] = json!(true);
+    object["spec"]["concurrencyPolicy"] = json!("Forbid");
+    object["spec"]["someFutureField"] = json!({"nested": [1, 2, 3]});
+    object["spec"]["jobTemplate"]["spec"]["template"]["spec"]["futurePodField"] = json!("x");
+    let response = admit(&app(), MUTATE_PATH, &create(object.clone())).await;
+    let defaulted = apply_patch(&object, &response);
+    assert_eq!(defaulted["spec"]["suspend"], true);
+    assert_eq!(defaulted["spec"]["concurrencyPolicy"], "Forbid");
+    assert_eq!(
+        defaulted["spec"]["someFutureField"],
+        json!({"nested": [1, 2, 3]})
+    );
+    assert_eq!(
+        defaulted["spec"]["jobTemplate"]["spec"]["template"]["spec"]["futurePodField"],
+        "x"
+    );
+}
+
+type Edit = fn(&mut Value);
+
+/// Every invalid case: the edit, the field path, and a fragment of the message.
+fn invalid_cases() -> Vec<(&'static str, Edit, &'static str, &'static str)> {
+    vec![
+        (
+            "long name",
+            |o| o["metadata"]["name"] = json!("n".repeat(53)),
+            "metadata.name",
+            "must be no more than 52 characters",
+        ),
+        (
+            "empty schedule",
+            |o| o["spec"]["schedule"] = json!(""),
+            "spec.schedule",
+            "Required value",
+        ),
+        (
+            "bad schedule",
+            |o| o["spec"]["schedule"] = json!("61 * * * *"),
+            "spec.schedule",
+            "Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61",
+        ),
+        (
+            "TZ in schedule",
+            |o| o["spec"]["schedule"] = json!("TZ=UTC 0 * * * *"),
+            "spec.schedule",
+            "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+        ),
+        (
+            "long schedule",
+            |o| o["spec"]["schedule"] = json!("*".repeat(1025)),
+            "spec.schedule",
+            "must have at most 1024 characters",
+        ),
+        (
+            "empty zone",
+            |o| o["spec"]["timeZone"] = json!(""),
+            "spec.timeZone",
+            "timeZone must be nil or non-empty string",
+        ),
+        (
+            "local zone",
+            |o| o["spec"]["timeZone"] = json!("Local"),
+            "spec.timeZone",
+            "timeZone must be an explicit time zone",
+        ),
+        (
+            "zone shape",
+            |o| o["spec"]["timeZone"] = json!("../etc/passwd"),
+            "spec.timeZone",
+            "unknown time zone",
+        ),
+        (
+            "unknown zone",
+            |o| o["spec"]["timeZone"] = json!("Europe/Pariss"),
+            "spec.timeZone",
+            "Invalid value: \"Europe/Pariss\": unknown time zone Europe/Pariss",
+        ),
+        (
+            "long zone",
+            |o| o["spec"]["timeZone"] = json!("a/".repeat(200) + "a"),
+            "spec.timeZone",
+            "must have at most 255 characters",
+        ),
+        (
+            "deadline",
+            |o| o["spec"]["startingDeadlineSeconds"] = json!(-1),
+            "spec.startingDeadlineSeconds",
+            "Invalid value: -1: must be greater than or equal to 0",
+        ),
+        (
+            "successful limit",
+            |o| o["spec"]["successfulJobsHistoryLimit"] = json!(-1),
+            "spec.successfulJobsHistoryLimit",
+            "must be greater than or equal to 0",
+        ),
+        (
+            "failed limit",
+            |o| o["spec"]["failedJobsHistoryLimit"] = json!(-2),
+            "spec.failedJobsHistoryLimit",
+            "Invalid value: -2",
+        ),
+        (
+            "policy",
+            |o| o["spec"]["concurrencyPolicy"] = json!("Sometimes"),
+            "spec.concurrencyPolicy",
+            "Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"",
+        ),
+        (
+            "selector",
+            |o| o["spec"]["jobTemplate"]["spec"]["selector"] = json!({"matchLabels": {"a": "b"}}),
+            "spec.jobTemplate.spec.selector",
+            "`selector` will be auto-generated",
+        ),
+        (
+            "manual selector",
+            |o| o["spec"]["jobTemplate"]["spec"]["manualSelector"] = json!(true),
+            "spec.jobTemplate.spec.manualSelector",
+            "Unsupported value: true: supported values: \"nil\", \"false\"",
+        ),
+        (
+            "parallelism",
+            |o| o["spec"]["jobTemplate"]["spec"]["parallelism"] = json!(-1),
+            "spec.jobTemplate.spec.parallelism",
+            "must be greater than or equal to 0",
+        ),
+        (
+            "completions",
+            |o| o["spec"]["jobTemplate"]["spec"]["completions"] = json!(-1),
+            "spec.jobTemplate.spec.completions",
+            "must be greater than or equal to 0",
+        ),
+        (
+            "active deadline",
+            |o| o["spec"]["jobTemplate"]["spec"]["activeDeadlineSeconds"] = json!(-1),
+            "spec.jobTemplate.spec.activeDeadlineSeconds",
+            "must be greater than or equal to 0",
+        ),
+        (
+            "backoff",
+            |o| o["spec"]["jobTemplate"]["spec"]["backoffLimit"] = json!(-1),
+            "spec.jobTemplate.spec.backoffLimit",
+            "must be greater than or equal to 0",
+        ),
+        (
+            "ttl",
+            |o| o["spec"]["jobTemplate"]["spec"]["ttlSecondsAfterFinished"] = json!(-1),
+            "spec.jobTemplate.spec.ttlSecondsAfterFinished",
+            "must be greater than or equal to 0",
+        ),
+        (
+            "restart always",
+            |o| {
+                o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] =
+                    json!("Always")
+            },
+            "spec.jobTemplate.spec.template.spec.restartPolicy",
+            "Required value: valid values: \"OnFailure\", \"Never\"",
+        ),
+        (
+            "no schedule",
+            |o| {
+                o["spec"].as_object_mut().expect("spec").remove("schedule");
+            },
+            "spec.schedule",
+            "Required value",
+        ),
+        (
+            "no job template",
+            |o| {
+                o["spec"]
+                    .as_object_mut()
+                    .expect("spec")
+                    .remove("jobTemplate");
+            },
+            "spec.jobTemplate",
+            "Required value",
+        ),
+        (
+            "no spec",
+            |o| {
+                o.as_object_mut().expect("object").remove("spec");
+            },
+            "spec",
+            "Required value",
+        ),
+    ]
+}
+
+#[tokio::test]
+async fn each_invalid_field_is_denied_with_its_path() {
+    let app = app();
+    for (case, edit, path, fragment) in invalid_cases() {
+        let mut object = cronjob("bad");
+        edit(&mut object);
+        let response = admit(&app, VALIDATE_PATH, &create(object)).await;
+        assert_eq!(response["uid"], UID, "{case}");
+        assert_eq!(response["allowed"], false, "{case}: {response}");
+        let status = &response["status"];
+        assert_eq!(status["code"], 400, "{case}");
+        assert_eq!(status["reason"], "Invalid", "{case}");
+        assert_eq!(status["status"], "Failure", "{case}");
+        let message = status["message"].as_str().expect("message");
+        let name = if case == "long name" {
+            "n".repeat(53)
+        } else {
+            "bad".into()
+        };
+        assert!(
+            message.starts_with(&format!(
+                "CronJob.batch.kronjob.dev {name:?} is invalid: {path}: "
+            )),
+            "{case}: {message}"
+        );
+        assert!(message.contains(fragment), "{case}: {message}");
+        let causes = status["details"]["causes"].as_array().expect("causes");
+        assert_eq!(causes.len(), 1, "{case}: {message}");
+        assert_eq!(causes[0]["field"], path, "{case}");
+        assert_eq!(status["details"]["kind"], "CronJob");
+        assert_eq!(status["details"]["group"], "batch.kronjob.dev");
+    }
+}
+
+#[tokio::test]
+async fn every_error_is_listed_at_once() {
+    let mut object = cronjob("many");
+    for (_, edit, _, _) in invalid_cases().into_iter().filter(|(case, ..)| {
+        [
+            "bad schedule",
+            "deadline",
+            "policy",
+            "ttl",
+            "restart always",
+            "unknown zone",
+        ]
+        .contains(case)
+    }) {
+        edit(&mut object);
+    }
+    let response = admit(&app(), VALIDATE_PATH, &create(object)).await;
+    let message = response["status"]["message"].as_str().expect("message");
+    assert_eq!(
+        message,
+        "CronJob.batch.kronjob.dev \"many\" is invalid: [\
+         spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0, \
+         spec.jobTemplate.spec.ttlSecondsAfterFinished: Invalid value: -1: must be greater than or equal to 0, \
+         spec.jobTemplate.spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\", \
+         spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\", \
+         spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61, \
+         spec.timeZone: Invalid value: \"Europe/Pariss\": unknown time zone Europe/Pariss]"
+    );
+    assert_eq!(
+        response["status"]["details"]["causes"]
+            .as_array()
+            .expect("causes")
+            .len(),
+        6
+    );
+}
+
+#[tokio::test]
+async fn name_length_is_checked_on_create_only() {
+    let app = app();
+    let object = cronjob(&"x".repeat(53));
+    let created = admit(&app, VALIDATE_PATH, &create(object.clone())).await;
+    assert_eq!(created["allowed"], false);
+    let updated = admit(
+        &app,
+        VALIDATE_PATH,
+        &review("UPDATE", object.clone(), object.clone()),
+    )
+    .await;
+    assert_eq!(updated["allowed"], true, "{updated}");
+    // 52 characters are fine on create.
+    let ok = admit(&app, VALIDATE_PATH, &create(cronjob(&"x".repeat(52)))).await;
+    assert_eq!(ok["allowed"], true);
+}
+
+#[tokio::test]
+async fn unchanged_unknown_zone_is_ratcheted_on_update() {
+    let app = app();
+    let mut object = cronjob("zone");
+    object["spec"]["timeZone"] = json!("Europe/Pariss");
+    let same = admit(
+        &app,
+        VALIDATE_PATH,
+        &review("UPDATE", object.clone(), object.clone()),
+    )
+    .await;
+    assert_eq!(same["allowed"], true, "{same}");
+    let mut old = object.clone();
+    old["spec"]["timeZone"] = json!("UTC");
+    let changed = admit(&app, VALIDATE_PATH, &review("UPDATE", object, old)).await;
+    assert_eq!(changed["allowed"], false);
+    // Other rules still apply on update.
+    let mut bad = cronjob("zone");
+    bad["spec"]["startingDeadlineSeconds"] = json!(-5);
+    let r = admit(&app, VALIDATE_PATH, &review("UPDATE", bad, cronjob("zone"))).await;
+    assert_eq!(r["allowed"], false);
+}
+
+#[tokio::test]
+async fn dry_run_is_answered_the_same() {
+    let app = app();
+    for path in [MUTATE_PATH, VALIDATE_PATH] {
+        for object in [cronjob("dry"), {
+            let mut o = cronjob("dry");
+            o["spec"]["schedule"] = json!("bogus");
+            o
+        }] {
+            let wet = create(object.clone());
+            let mut dry = wet.clone();
+            dry["request"]["dryRun"] = json!(true);
+            assert_eq!(admit(&app, path, &wet).await, admit(&app, path, &dry).await);
+        }
+    }
+}
+
+#[tokio::test]
+async fn delete_and_other_kinds_are_allowed_untouched() {
+    let app = app();
+    let mut bad = cronjob("gone");
+    bad["spec"]["schedule"] = json!("nonsense");
+    let delete = review("DELETE", Value::Null, bad.clone());
+    for path in [MUTATE_PATH, VALIDATE_PATH] {
+        let r = admit(&app, path, &delete).await;
+        assert_eq!(r["allowed"], true);
+        assert!(r.get("patch").is_none());
+    }
+    let mut pod =
+        create(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p"}, "spec": {}}));
+    pod["request"]["kind"] = json!({"group": "", "version": "v1", "kind": "Pod"});
+    for path in [MUTATE_PATH, VALIDATE_PATH] {
+        let r = admit(&app, path, &pod).await;
+        assert_eq!(r["allowed"], true);
+        assert!(r.get("patch").is_none());
+    }
+    // The status subresource is not ours to judge either.
+    let mut status = create(bad);
+    status["request"]["subResource"] = json!("status");
+    assert_eq!(admit(&app, VALIDATE_PATH, &status).await["allowed"], true);
+}
+
+#[tokio::test]
+async fn garbage_is_a_bad_request() {
+    let app = app();
+    let cases: Vec<(&str, Vec<u8>, &str)> = vec![
+        ("not JSON", b"{not json".to_vec(), "not JSON"),
+        ("empty", Vec::new(), "not JSON"),
+        ("binary", vec![0xff, 0x00, 0x9c], "not JSON"),
+        ("array", b"[1,2]".to_vec(), "AdmissionReview"),
+        ("wrong kind", json!({"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}).to_string().into_bytes(), "AdmissionReview"),
+        ("v1beta1", json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}).to_string().into_bytes(), "AdmissionReview"),
+        ("no request", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).to_string().into_bytes(), "no request"),
+        ("null request", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": null}).to_string().into_bytes(), "no request"),
+        ("request not an object", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": "hi"}).to_string().into_bytes(), "malformed"),
+        ("request missing fields", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}).to_string().into_bytes(), "malformed"),
+    ];
+    for path in [MUTATE_PATH, VALIDATE_PATH] {
+        for (case, body, reason) in &cases {
+            let (status, body) = post_raw(&app, path, body.clone()).await;
+            assert_eq!(status, StatusCode::BAD_REQUEST, "{case}");
+            let answer: Value = serde_json::from_slice(&body).expect("JSON error body");
+            let error = answer["error"].as_str().expect("error text");
+            assert!(error.contains(reason), "{case}: {error}");
+        }
+    }
+    // Wrong method and unknown path are plain HTTP errors.
+    let request = Request::get(VALIDATE_PATH)
+        .body(Body::empty())
+        .expect("request");
+    let r = app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(r.status(), StatusCode::METHOD_NOT_ALLOWED);
+}
+
+#[tokio::test]
+async fn oversized_body_is_a_bad_request() {
+    let app = app();
+    // With a Content-Length: refused before reading.
+    let mut big = create(cronjob("big"));
+    big["request"]["object"]["metadata"]["annotations"] = json!({"x": "y".repeat(MAX_BODY_BYTES)});
+    let (status, body) = post_raw(&app, VALIDATE_PATH, big.to_string().into_bytes()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert!(String::from_utf8_lossy(&body).contains("larger than"));
+    // Streamed without a length: refused once the limit is crossed.
+    let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
+        (0..4).map(|_| Ok(vec![b' '; 1024 * 1024])).collect();
+    let request = Request::post(MUTATE_PATH)
+        .body(Body::from_stream(futures::stream::iter(chunks)))
+        .expect("request");
+    let r = app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    let body = r.into_body().collect().await.expect("body").to_bytes();
+    assert!(
+        String::from_utf8_lossy(&body).contains("larger than"),
+        "{body:?}"
+    );
+    // Just under the limit is read (and then judged).
+    let mut fits = create(cronjob("fits"));
+    fits["request"]["object"]["metadata"]["annotations"] =
+        json!({"x": "y".repeat(MAX_BODY_BYTES - 4096)});
+    let r = admit(&app, VALIDATE_PATH, &fits).await;
+    assert_eq!(r["allowed"], true);
+}
+
+#[tokio::test]
+async fn undecodable_object_is_denied_with_the_uid() {
+    let app = app();
+    for object in [
+        json!("just a string"),
+        json!([1, 2, 3]),
+        json!({"metadata": {"name": 5}, "spec": {}}),
+        json!({"metadata": "nope"}),
+    ] {
+        for path in [MUTATE_PATH, VALIDATE_PATH] {
+            let r = admit(&app, path, &create(object.clone())).await;
+            assert_eq!(r["uid"], UID, "{object}");
+            assert_eq!(r["allowed"], false, "{object}");
+            assert_eq!(r["status"]["code"], 400);
+            let message = r["status"]["message"].as_str().expect("message");
+            assert!(message.contains("object"), "{message}");
+        }
+    }
+    // A CREATE without any object.
+    let r = admit(&app, VALIDATE_PATH, &create(Value::Null)).await;
+    assert_eq!(r["allowed"], false);
+    assert_eq!(r["uid"], UID);
+}
+
+#[tokio::test]
+async fn wrongly_typed_fields_are_reported_not_crashed_on() {
+    let mut object = cronjob("types");
+    object["spec"]["schedule"] = json!(5);
+    object["spec"]["timeZone"] = json!(["UTC"]);
+    object["spec"]["concurrencyPolicy"] = json!(1);
+    let r = admit(&app(), VALIDATE_PATH, &create(object.clone())).await;
+    assert_eq!(r["allowed"], false);
+    let message = r["status"]["message"].as_str().expect("message");
+    assert!(
+        message.contains("spec.schedule: Invalid value: 5: must be a string"),
+        "{message}"
+    );
+    assert!(
+        message.contains("spec.concurrencyPolicy: Unsupported value: 1"),
+        "{message}"
+    );
+    // Mutation leaves them alone and only adds the missing defaults.
+    let r = admit(&app(), MUTATE_PATH, &create(object.clone())).await;
+    assert_eq!(apply_patch(&object, &r)["spec"]["concurrencyPolicy"], 1);
+}
+
+async fn boom() -> &'static str {
+    panic!("handler bug")
+}
+
+#[tokio::test]
+async fn a_panicking_handler_is_caught_and_counted() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let metrics = WebhookMetrics::new(&mut registry);
+    let routes = Router::new()
+        .route("/boom", get(boom))
+        .route("/fine", get(|| async { "fine" }));
+    let app = harden(routes, &metrics);
+    for _ in 0..2 {
+        let r = app
+            .clone()
+            .oneshot(Request::get("/boom").body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    }
+    let r = app
+        .clone()
+        .oneshot(Request::get("/fine").body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    assert_eq!(r.status(), StatusCode::OK);
+    assert_eq!(metrics.panic_count(), 2);
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    assert!(text.contains("kronjob_webhook_panics_total 2"), "{text}");
+}
+
+#[tokio::test]
+async fn requests_are_measured_by_path_and_result() {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let app = router(WebhookMetrics::new(&mut registry));
+    admit(&app, MUTATE_PATH, &create(cronjob("m"))).await;
+    let mut bad = cronjob("v");
+    bad["spec"]["schedule"] = json!("x");
+    admit(&app, VALIDATE_PATH, &create(bad)).await;
+    admit(&app, VALIDATE_PATH, &create(cronjob("v"))).await;
+    post_raw(&app, VALIDATE_PATH, b"nope".to_vec()).await;
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+    for (path, result) in [
+        (MUTATE_PATH, "patched"),
+        (VALIDATE_PATH, "denied"),
+        (VALIDATE_PATH, "allowed"),
+        (VALIDATE_PATH, "bad_request"),
+    ] {
+        let line = format!(
+            "kronjob_webhook_request_duration_seconds_count{{path=\"{path}\",result=\"{result}\"}} 1"
+        );
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn healthz_answers() {
+    let r = app()
+        .oneshot(
+            Request::get("/healthz")
+                .body(Body::empty())
+                .expect("request"),
+        )
+        .await
+        .expect("infallible");
+    assert_eq!(r.status(), StatusCode::OK);
+}
+
+#[tokio::test]
+async fn serves_over_verified_tls_and_drains_on_shutdown() {
+    let pki = tls_support::Pki::new();
+    let dir = tls_support::temp_dir("serve");
+    pki.write_leaf(&dir, "localhost");
+    let listener = kronjob::webhook::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(kronjob::webhook::serve_cert_dir(
+        listener,
+        dir.clone(),
+        Duration::from_millis(100),
+        app(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let client = tls_support::Client::new(&pki.ca_pem);
+    let body = create(cronjob("tls")).to_string();
+    let (status, answer) = client
+        .post(addr, "localhost", VALIDATE_PATH, body.clone())
+        .await;
+    assert_eq!(status, 200);
+    let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+    assert_eq!(answer["response"]["allowed"], true);
+    assert_eq!(answer["response"]["uid"], UID);
+
+    // A client that does not trust our CA refuses the server.
+    let stranger = tls_support::Client::new(&tls_support::Pki::new().ca_pem);
+    assert!(stranger.try_connect(addr, "localhost").await.is_err());
+    // Neither does a client that expects another name.
+    assert!(client.try_connect(addr, "elsewhere.example").await.is_err());
+
+    stop.send(()).expect("server alive");
+    tokio::time::timeout(Duration::from_secs(15), server)
+        .await
+        .expect("server stops")
+        .expect("task")
+        .expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_new_certificate_in_the_directory_is_served_without_restart() {
+    let pki = tls_support::Pki::new();
+    let dir = tls_support::temp_dir("reload");
+    let first = pki.write_leaf(&dir, "localhost");
+    let listener = kronjob::webhook::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(kronjob::webhook::serve_cert_dir(
+        listener,
+        dir.clone(),
+        Duration::from_millis(50),
+        app(),
+        async move {
+            let _ = stopped.await;
+        },
+    ));
+    let client = tls_support::Client::new(&pki.ca_pem);
+    assert_eq!(client.peer_leaf(addr).await, first);
+
+    // A broken pair is ignored: the old certificate stays.
+    std::fs::write(
+        dir.join("tls.key"),
+        b"-----BEGIN PRIVATE KEY-----\nAAAA\n-----END PRIVATE KEY-----\n",
+    )
+    .expect("write");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(client.peer_leaf(addr).await, first);
+
+    let second = pki.write_leaf(&dir, "localhost");
+    assert_ne!(first, second);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        if client.peer_leaf(addr).await == second {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "new certificate never served"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Still answering reviews with the new certificate.
+    let (status, _) = client
+        .post(
+            addr,
+            "localhost",
+            MUTATE_PATH,
+            create(cronjob("r")).to_string(),
+        )
+        .await;
+    assert_eq!(status, 200);
+    stop.send(()).expect("server alive");
+    server.await.expect("task").expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(dir);
+}
