@@ -23,6 +23,22 @@ enum Command {
     Crd,
     /// Print the next run times of a schedule.
     Next(next::NextArgs),
+    /// Run the manager: controllers (on the leader), webhook, metrics and probes.
+    Run(Box<crate::manager::RunArgs>),
+    /// Create a Job from a CronJob's template now (also `kubectl kronjob trigger NAME`).
+    Trigger(TriggerArgs),
+    /// Load tools for sizing a cluster.
+    Bench(bench::BenchArgs),
+}
+
+/// Flags of `kronjob trigger`.
+#[derive(clap::Args, Debug)]
+struct TriggerArgs {
+    /// Name of the CronJob.
+    name: String,
+    /// Namespace of the CronJob (default: the kubeconfig's current namespace).
+    #[arg(long, short = 'n')]
+    namespace: Option<String>,
 }
 
 /// Exit code for a bad argument or value (as clap uses for usage errors).
@@ -39,6 +55,30 @@ pub fn main() -> ExitCode {
             Ok(yaml) => print(&yaml),
             Err(e) => fail(&e, ExitCode::FAILURE),
         },
+        Command::Run(args) => {
+            if let Err(message) = args.validate() {
+                eprintln!("error: {message}");
+                return ExitCode::from(EXIT_USAGE);
+            }
+            match runtime().map(|rt| rt.block_on(crate::manager::run(*args))) {
+                Ok(Ok(())) => ExitCode::SUCCESS,
+                Ok(Err(e)) => fail(&e, ExitCode::FAILURE),
+                Err(e) => fail(&e, ExitCode::FAILURE),
+            }
+        }
+        Command::Trigger(args) => match runtime().map(|rt| rt.block_on(trigger(args))) {
+            Ok(Ok(name)) => {
+                println!("job.batch/{name} created");
+                ExitCode::SUCCESS
+            }
+            Ok(Err(e)) => fail(e.as_ref(), ExitCode::FAILURE),
+            Err(e) => fail(&e, ExitCode::FAILURE),
+        },
+        Command::Bench(args) => match runtime().map(|rt| rt.block_on(bench_run(args))) {
+            Ok(Ok(text)) => print(&text),
+            Ok(Err(e)) => fail(e.as_ref(), ExitCode::FAILURE),
+            Err(e) => fail(&e, ExitCode::FAILURE),
+        },
         Command::Next(args) => {
             let mut out = std::io::stdout().lock();
             match next::run(&args, jiff::Timestamp::now(), &mut out) {
@@ -48,6 +88,38 @@ pub fn main() -> ExitCode {
             }
         }
     }
+}
+
+fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+async fn trigger(args: TriggerArgs) -> Result<String, BoxError> {
+    let client = crate::manager::client().await?;
+    let namespace = args
+        .namespace
+        .unwrap_or_else(|| client.default_namespace().to_string());
+    let job = crate::controller::cronjob::trigger(
+        client,
+        &namespace,
+        &args.name,
+        jiff::Timestamp::now(),
+    )
+    .await?;
+    Ok(job.metadata.name.unwrap_or_default())
+}
+
+async fn bench_run(args: bench::BenchArgs) -> Result<String, BoxError> {
+    let json = args.json();
+    let client = crate::manager::client().await?;
+    let report = bench::run(args, client).await?;
+    Ok(if json {
+        format!("{}\n", report.json()?)
+    } else {
+        report.table()
+    })
 }
 
 fn print(text: &str) -> ExitCode {

@@ -22,7 +22,9 @@ use tracing::{info, warn};
 
 use crate::metrics::{CONTENT_TYPE, Metrics};
 
+mod run;
 pub mod selector;
+pub use run::{RunArgs, run, run_with};
 pub use selector::parse_selector;
 
 /// Name of the CRD this manager serves.
@@ -79,6 +81,9 @@ pub enum ManagerError {
     /// The leader-election task ended unexpectedly.
     #[error("leader election stopped unexpectedly")]
     LeaseStopped,
+    /// The webhook server failed.
+    #[error("admission webhook server failed")]
+    Webhook(#[source] crate::webhook::WebhookError),
 }
 
 /// Readiness and liveness as the probes see them.
