@@ -641,6 +641,29 @@ async fn a_panicking_handler_is_caught_and_counted() {
     assert!(text.contains("kronjob_webhook_panics_total 2"), "{text}");
 }
 
+async fn stuck() -> &'static str {
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    "late"
+}
+
+#[tokio::test]
+async fn a_stuck_request_times_out_with_503() {
+    let metrics = WebhookMetrics::unregistered();
+    let app = harden(Router::new().route("/stuck", get(stuck)), &metrics);
+    let started = std::time::Instant::now();
+    let r = app
+        .oneshot(Request::get("/stuck").body(Body::empty()).expect("request"))
+        .await
+        .expect("infallible");
+    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+    let waited = started.elapsed();
+    assert!(
+        waited >= kronjob::webhook::server::REQUEST_TIMEOUT,
+        "{waited:?}"
+    );
+    assert!(waited < Duration::from_secs(10), "{waited:?}");
+}
+
 #[tokio::test]
 async fn requests_are_measured_by_path_and_result() {
     let mut registry = prometheus_client::registry::Registry::default();
