@@ -91,7 +91,9 @@ pub fn main() -> ExitCode {
 }
 
 fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread().enable_all().build()
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
 }
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
@@ -101,13 +103,9 @@ async fn trigger(args: TriggerArgs) -> Result<String, BoxError> {
     let namespace = args
         .namespace
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let job = crate::controller::cronjob::trigger(
-        client,
-        &namespace,
-        &args.name,
-        jiff::Timestamp::now(),
-    )
-    .await?;
+    let job =
+        crate::controller::cronjob::trigger(client, &namespace, &args.name, jiff::Timestamp::now())
+            .await?;
     Ok(job.metadata.name.unwrap_or_default())
 }
 

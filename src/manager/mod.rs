@@ -123,6 +123,11 @@ impl Health {
         self.caches_synced.store(synced, Ordering::Relaxed);
     }
 
+    /// Whether the leader's caches have synced.
+    pub fn caches_synced(&self) -> bool {
+        self.caches_synced.load(Ordering::Relaxed)
+    }
+
     /// Whether this replica leads the controllers.
     pub fn is_leader(&self) -> bool {
         self.leader.load(Ordering::Relaxed)

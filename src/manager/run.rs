@@ -20,6 +20,11 @@ use crate::metrics::Metrics;
 use crate::telemetry::{self, LogFormat};
 use crate::webhook::{self, WebhookArgs, WebhookMetrics};
 
+/// How long in-flight reconciles may take to finish after a shutdown or a lost lease.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(8);
+/// The same for controllers whose caches never synced (nothing can be in flight).
+pub const UNSYNCED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
 /// Flags of `kronjob run`.
 #[derive(clap::Args, Debug, Clone)]
 pub struct RunArgs {
@@ -104,7 +109,8 @@ impl RunArgs {
                 .unwrap_or_else(|| "default".to_string()),
             identity: identity(),
             duration_seconds: self.leader_election_lease_duration,
-            grace_seconds: self.leader_election_lease_duration - self.leader_election_renew_deadline,
+            grace_seconds: self.leader_election_lease_duration
+                - self.leader_election_renew_deadline,
         })
     }
 
@@ -224,11 +230,42 @@ pub async fn run_with(
                     args.namespaces.clone(),
                     token.clone().cancelled_owned(),
                 );
-                let (reconciled, ()) = tokio::join!(reconciler, ttl);
-                if let Err(e) = reconciled {
-                    error!(error = %e, "CronJob controller stopped");
-                    // Without its reconciler the process is useless: stop everything.
-                    token.cancel();
+                let reconciler = async {
+                    let result = reconciler.await;
+                    info!("CronJob controller stopped");
+                    result
+                };
+                let ttl = async {
+                    ttl.await;
+                    info!("TTL controller stopped");
+                };
+                let both = async {
+                    let (reconciled, ()) = tokio::join!(reconciler, ttl);
+                    if let Err(e) = reconciled {
+                        error!(error = %e, "CronJob controller stopped");
+                        // Without its reconciler the process is useless: stop everything.
+                        token.cancel();
+                    }
+                };
+                // kube-runtime holds a controller's work until its cache is ready; a controller
+                // whose cache never synced (API server unreachable) would wait forever. After
+                // shutdown, in-flight reconciles get DRAIN_LIMIT, then the controllers are dropped.
+                let drain = async {
+                    token.cancelled().await;
+                    let limit = if health.caches_synced() {
+                        DRAIN_LIMIT
+                    } else {
+                        UNSYNCED_DRAIN_LIMIT
+                    };
+                    tokio::time::sleep(limit).await;
+                    warn!(
+                        ?limit,
+                        "controllers still busy after shutdown; stopping them"
+                    );
+                };
+                tokio::select! {
+                    () = both => {}
+                    () = drain => {}
                 }
             }
         },
@@ -237,6 +274,7 @@ pub async fn run_with(
     // Controllers are done (shutdown or failure): stop the servers too.
     shutdown.cancel();
     let mut result = lead_result;
+    info!("controllers stopped; draining servers");
     while let Some(joined) = servers.join_next().await {
         if let Ok(Err(e)) = joined
             && result.is_ok()

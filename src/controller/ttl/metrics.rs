@@ -77,6 +77,15 @@ impl TtlMetrics {
             "Errors of the TTL-after-finished controller, by category",
             metrics.errors.clone(),
         );
+        // Export zeros from the start, so dashboards and alerts see the series before the
+        // first deletion.
+        for kind in [ObjectKind::Job, ObjectKind::Pod] {
+            let labels = KindLabels {
+                kind: kind.as_str(),
+            };
+            drop(metrics.delay.get_or_create(&labels));
+            drop(metrics.deletions.get_or_create(&labels));
+        }
         metrics
     }
 
