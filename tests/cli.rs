@@ -55,3 +55,40 @@ fn bad_flags_exit_2_with_a_message() {
         );
     }
 }
+
+#[test]
+fn run_without_a_cluster_says_so() {
+    let home = std::env::temp_dir().join(format!("kronjob-cli-home-{}", std::process::id()));
+    std::fs::create_dir_all(&home).expect("home");
+    let out = Command::new(env!("CARGO_BIN_EXE_kronjob"))
+        .args(["run", "--log-format", "text"])
+        .env("HOME", &home)
+        .env("KUBECONFIG", home.join("missing-kubeconfig"))
+        .env_remove("KUBERNETES_SERVICE_HOST")
+        .env_remove("KUBERNETES_SERVICE_PORT")
+        .output()
+        .expect("run kronjob");
+    let _ = std::fs::remove_dir_all(&home);
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("no Kubernetes configuration: set KUBECONFIG or create ~/.kube/config, or run inside a cluster"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn inconsistent_lease_timing_is_a_usage_error() {
+    let out = kronjob(&[
+        "run",
+        "--leader-election-lease-duration",
+        "10",
+        "--leader-election-renew-deadline",
+        "10",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("must be below"));
+    let out = kronjob(&["run", "--selector", "team in prod"]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("selector"));
+}

@@ -3,8 +3,10 @@
 //! They are `#[ignore]`d: `just e2e` runs them with `KRONJOB_E2E=1`. Each test makes its own
 //! namespace and deletes it at the end.
 
+mod cronjob;
 mod harness;
 mod leader;
+mod ttl;
 
 use harness::{Env, Manager, wait_for};
 use kronjob::api::CronJob;
@@ -67,4 +69,45 @@ async fn crd_installs_and_samples_apply() {
     }
     drop(manager);
     env.cleanup().await;
+}
+
+/// Start the real manager in a fresh namespace, run one scenario, clean up.
+async fn with_manager<F, Fut>(extra: &[&str], scenario: F)
+where
+    F: FnOnce(kube::Client, String) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let env = Env::new().await;
+    let manager = Manager::spawn(&env, extra);
+    harness::wait_crd_established(&env.client).await;
+    scenario(env.client.clone(), env.namespace.clone()).await;
+    drop(manager);
+    env.cleanup().await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
+async fn cronjob_creates_a_job_within_65s() {
+    with_manager(&[], |client, ns| async move {
+        cronjob::creates_job_within_65s(client, &ns).await
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
+async fn completed_job_sets_last_success_and_history_is_trimmed() {
+    with_manager(&[], |client, ns| async move {
+        cronjob::completion_sets_last_success_and_trims_history(client, &ns).await
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
+async fn ttl_deletes_a_finished_owned_job_within_7s() {
+    with_manager(&["--ttl-jobs", "owned"], |client, ns| async move {
+        ttl::finished_owned_job_disappears(client, &ns).await
+    })
+    .await;
 }
