@@ -137,7 +137,6 @@ struct RunOnly {
 async fn whole_manager_starts_serves_and_stops_cleanly() {
     use clap::Parser;
     let _ = rustls::crypto::ring::default_provider().install_default();
-    kronjob::telemetry::init(kronjob::telemetry::LogFormat::Text);
     let pki = tls_support::Pki::new();
     let dir = tls_support::temp_dir("manager");
     pki.write_leaf(&dir, "localhost");

@@ -266,7 +266,7 @@ async fn raised_ttl_on_the_fresh_copy_requeues_for_the_new_remaining_time_withou
     );
     let metrics = h.finish(verifier).await;
     assert!(
-        !metrics.contains("kronjob_ttl_deletions_total{"),
+        metrics.contains("kronjob_ttl_deletions_total{kind=\"job\"} 0"),
         "{metrics}"
     );
 }
@@ -335,7 +335,7 @@ async fn delete_uid_conflict_and_not_found_are_success() {
         );
         let metrics = h.finish(verifier).await;
         assert!(
-            !metrics.contains("kronjob_ttl_deletions_total{"),
+            metrics.contains("kronjob_ttl_deletions_total{kind=\"job\"} 0"),
             "{metrics}"
         );
     }
