@@ -328,6 +328,7 @@ pub async fn run(
         index.clone(),
     ));
     let gauge_reader = cj_reader.clone();
+    let pruned = Arc::clone(&ctx);
     let controller = Controller::for_stream(cronjobs, cj_reader.clone())
         .owns_stream(jobs)
         .with_config(kube::runtime::Config::default().concurrency(args.concurrency))
@@ -337,6 +338,12 @@ pub async fn run(
             metrics
                 .managed_cronjobs
                 .set(i64::try_from(gauge_reader.len()).unwrap_or(i64::MAX));
+            // Forget the backoff of CronJobs that are gone (the map is empty when all is well).
+            let mut failures = pruned.failures();
+            if !failures.is_empty() {
+                failures.retain(|cronjob, _| gauge_reader.get(cronjob).is_some());
+            }
+            drop(failures);
             if let Err(e) = res {
                 tracing::debug!(error = %e, "controller event");
             }
