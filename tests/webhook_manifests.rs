@@ -60,6 +60,8 @@ fn configurations_match_the_server() {
     let m = &mutating.webhooks.as_ref().expect("webhooks")[..];
     assert_eq!(m.len(), 1);
     assert_eq!(m[0].name, "mcronjob-v1.batch.kronjob.dev");
+    // Defaulting may fail open: the schema applies the same defaults (checked in tests/crd.rs).
+    assert_eq!(m[0].failure_policy.as_deref(), Some("Ignore"));
     assert_eq!(m[0].admission_review_versions, ["v1"]);
     assert_eq!(m[0].side_effects, "None");
     assert_eq!(m[0].timeout_seconds, Some(5));
