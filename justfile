@@ -19,7 +19,7 @@ build:
 
 # Unit and integration tests, benches run once as tests (e2e tests are ignored unless `just e2e`).
 test:
-    cargo test --all-targets
+    ./scripts/test.sh
 
 # Formatting and clippy, warnings are errors.
 lint:
