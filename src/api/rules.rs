@@ -1,5 +1,5 @@
 //! The validation rules that both the API server (through the CRD schema) and the admission
-//! webhook enforce. They live in one table, [`RULES`]: CRD generation turns each entry into a
+//! webhook enforce. They live in one table, returned by [`rules`]: CRD generation turns each entry into a
 //! `minimum`, a `maxLength` or an `x-kubernetes-validations` CEL rule at its schema location,
 //! and the webhook evaluates the same entry in Rust. A test evaluates the generated CEL with a
 //! CEL interpreter on a corpus of objects and requires the same verdicts as the Rust checks.
