@@ -147,6 +147,7 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
         format!("--metrics-addr=127.0.0.1:{metrics_port}"),
         format!("--webhook-addr=127.0.0.1:{webhook_port}"),
         format!("--webhook-cert-dir={}", dir.display()),
+        "--shutdown-delay=2s".to_string(),
     ])
     .expect("flags parse")
     .args;
@@ -223,6 +224,18 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
     }
 
     shutdown.cancel();
+    // Draining: not ready, but admission requests are still answered for --shutdown-delay.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(get(health_addr, "/readyz").await.0, 503);
+    let (status, _) = client
+        .post(
+            webhook_addr,
+            "localhost",
+            "/validate-batch-kronjob-dev-v1-cronjob",
+            review.to_string(),
+        )
+        .await;
+    assert_eq!(status, 200, "the webhook still answers while draining");
     let result = tokio::time::timeout(Duration::from_secs(15), manager)
         .await
         .expect("manager stops within 15 s of shutdown")

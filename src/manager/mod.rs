@@ -89,6 +89,7 @@ pub enum ManagerError {
 /// Readiness and liveness as the probes see them.
 #[derive(Debug, Default)]
 pub struct Health {
+    draining: AtomicBool,
     webhook_enabled: AtomicBool,
     webhook_serving: AtomicBool,
     leader: AtomicBool,
@@ -103,6 +104,11 @@ impl Health {
             .webhook_enabled
             .store(webhook_enabled, Ordering::Relaxed);
         Arc::new(health)
+    }
+
+    /// The process is shutting down: report not ready so traffic moves to other replicas.
+    pub fn set_draining(&self) {
+        self.draining.store(true, Ordering::Relaxed);
     }
 
     /// The webhook listener is (or is no longer) serving.
@@ -133,9 +139,13 @@ impl Health {
         self.leader.load(Ordering::Relaxed)
     }
 
-    /// Ready: the webhook serves (when enabled) and, on the leader, the caches have synced.
+    /// Ready: not shutting down, the webhook serves (when enabled) and, on the leader, the
+    /// caches have synced.
     /// Readiness never depends on leadership itself, so every replica serves the webhook.
     pub fn ready(&self) -> bool {
+        if self.draining.load(Ordering::Relaxed) {
+            return false;
+        }
         let webhook_ok = !self.webhook_enabled.load(Ordering::Relaxed)
             || self.webhook_serving.load(Ordering::Relaxed);
         let caches_ok =
@@ -386,6 +396,15 @@ pub fn identity() -> String {
         })
 }
 
+/// Parse a number of seconds: `5`, `5s` or `0`.
+pub fn parse_seconds(text: &str) -> Result<Duration, String> {
+    text.strip_suffix('s')
+        .unwrap_or(text)
+        .parse::<u64>()
+        .map(Duration::from_secs)
+        .map_err(|_| format!("invalid duration {text:?} (want whole seconds, e.g. 5s)"))
+}
+
 /// Parse a listen address; `:8080` means every interface.
 pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     let full = if text.starts_with(':') {
@@ -418,6 +437,14 @@ mod tests {
         );
         let no_webhook = Health::new(false);
         assert!(no_webhook.ready());
+    }
+
+    #[test]
+    fn seconds() {
+        assert_eq!(parse_seconds("5s"), Ok(Duration::from_secs(5)));
+        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
+        assert!(parse_seconds("5m").is_err());
+        assert!(parse_seconds("-1s").is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tracing::{error, info, warn};
 
 use super::{
     Health, LeaseConfig, ManagerError, bind, client, ensure_crd, health_router, identity, lead,
-    metrics_router, parse_listen_addr, parse_selector, serve,
+    metrics_router, parse_listen_addr, parse_seconds, parse_selector, serve,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::controller::Scope;
@@ -62,6 +62,11 @@ pub struct RunArgs {
     /// Label selector on CronJobs, to split a large cluster between managers.
     #[arg(long, value_parser = parse_selector)]
     pub selector: Option<String>,
+
+    /// After SIGTERM, keep serving the webhook this long while reporting not ready, so the
+    /// API server stops sending requests here before the listener closes.
+    #[arg(long, default_value = "5s", value_parser = parse_seconds)]
+    pub shutdown_delay: Duration,
 
     /// Log format; the level comes from RUST_LOG (default info).
     #[arg(long, value_enum, default_value = "auto")]
@@ -144,6 +149,24 @@ pub async fn run_with(
 
     let webhook_enabled = args.webhook_enabled();
     let health = Health::new(webhook_enabled);
+    // Listeners stop `shutdown_delay` after `shutdown` (at once without a webhook): in between
+    // the replica reports not ready but still answers admission requests.
+    let servers_stop = CancellationToken::new();
+    {
+        let (shutdown, servers_stop, health) =
+            (shutdown.clone(), servers_stop.clone(), Arc::clone(&health));
+        let delay = if webhook_enabled {
+            args.shutdown_delay
+        } else {
+            Duration::ZERO
+        };
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            health.set_draining();
+            tokio::time::sleep(delay).await;
+            servers_stop.cancel();
+        });
+    }
     // Bind before anything runs, so a taken port fails the start.
     let health_listener = bind(args.health_addr).await?;
     let metrics_listener = bind(args.metrics_addr).await?;
@@ -153,19 +176,19 @@ pub async fn run_with(
         "health",
         health_listener,
         health_router(Arc::clone(&health)),
-        shutdown.clone(),
+        servers_stop.clone(),
     ));
     servers.spawn(serve(
         "metrics",
         metrics_listener,
         metrics_router(metrics),
-        shutdown.clone(),
+        servers_stop.clone(),
     ));
 
     if webhook_enabled {
         let addr = args.webhook.webhook_addr;
         let serving = Arc::clone(&health);
-        let webhook_shutdown = shutdown.clone();
+        let webhook_shutdown = servers_stop.clone();
         let webhook_client = client.clone();
         let webhook_args = args.webhook.clone();
         servers.spawn(async move {
