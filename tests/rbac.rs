@@ -46,6 +46,13 @@ fn cluster_role_grants_what_the_controllers_and_webhook_call() {
             None,
         ),
         ("batch.kronjob.dev", "cronjobs/status", &["patch"], None),
+        // blockOwnerDeletion on the Jobs we create (OwnerReferencesPermissionEnforcement).
+        (
+            "batch.kronjob.dev",
+            "cronjobs/finalizers",
+            &["update"],
+            None,
+        ),
         (
             "batch",
             "jobs",
