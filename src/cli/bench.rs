@@ -742,7 +742,9 @@ async fn wait_ready(rx: &mut mpsc::UnboundedReceiver<WatchMsg>) -> Result<(), Be
 /// the first event that showed it.
 async fn watch_jobs(api: Api<Job>, names: HashSet<String>, tx: mpsc::UnboundedSender<WatchMsg>) {
     let config = watcher::Config::default().labels(LABEL_CRONJOB);
-    let mut events = watcher(api, config).default_backoff().boxed();
+    let mut events = watcher(api, config)
+        .backoff(crate::controller::backoff::watch_backoff())
+        .boxed();
     let mut first_seen: HashSet<String> = HashSet::new();
     let mut ready = false;
     while let Some(event) = events.next().await {

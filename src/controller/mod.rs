@@ -2,8 +2,10 @@
 //!
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
 //! - [`index`]: the owner index of Jobs it reads from;
-//! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods).
+//! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
+//! - [`backoff`]: how fast their watches reconnect after an API server outage.
 
+pub mod backoff;
 pub mod cronjob;
 pub mod index;
 pub mod ttl;

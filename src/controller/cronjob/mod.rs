@@ -307,7 +307,9 @@ pub async fn run(
         .map(|(ns, api)| {
             (
                 ns,
-                watcher(api, cj_config.clone()).default_backoff().boxed(),
+                watcher(api, cj_config.clone())
+                    .backoff(super::backoff::watch_backoff())
+                    .boxed(),
             )
         })
         .collect();
@@ -374,7 +376,7 @@ fn job_trigger_stream(
         .into_iter()
         .map(|(ns, api)| {
             let s = watcher(api, index::job_watch_config())
-                .default_backoff()
+                .backoff(super::backoff::watch_backoff())
                 .modify(index::strip_job)
                 .boxed();
             (ns, s)

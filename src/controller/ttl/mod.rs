@@ -589,7 +589,7 @@ async fn pipeline<K: TtlObject>(
 ) {
     let (reader, writer) = reflector::store();
     let objects = watcher(api, K::watch_config(ctx.scope))
-        .default_backoff()
+        .backoff(super::backoff::watch_backoff())
         .modify(K::slim)
         .reflect(writer)
         .applied_objects();
