@@ -109,12 +109,15 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
                         )
                         .await;
                         if let Some(scheduled) = plan.scheduled {
-                            let created_at = created
-                                .metadata
-                                .creation_timestamp
-                                .as_ref()
-                                .map_or_else(|| ctx.clock.now(), |t| t.0);
-                            let skew = created_at.duration_since(scheduled).as_secs_f64().max(0.0);
+                            // Measured here, when the API server has answered: the Job's
+                            // creationTimestamp has whole seconds only, too coarse for the
+                            // histogram's sub-second buckets.
+                            let skew = ctx
+                                .clock
+                                .now()
+                                .duration_since(scheduled)
+                                .as_secs_f64()
+                                .max(0.0);
                             ctx.metrics.job_creation_skew.observe(skew);
                         }
                         status.active.push(job_ref(&created));

@@ -216,7 +216,9 @@ async fn creates_the_due_job_then_writes_status_once() {
     );
     let mut out = String::new();
     prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
-    assert!(out.contains("skew_seconds_sum 2.0"), "{out}");
+    // From the clock (10:01:00) to the slot (10:00:00), not from the whole-second
+    // creationTimestamp the API server returned (10:00:02).
+    assert!(out.contains("skew_seconds_sum 60.0"), "{out}");
     assert!(out.contains("skew_seconds_count 1"), "{out}");
 }
 
