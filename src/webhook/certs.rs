@@ -17,7 +17,7 @@ use axum_server::tls_rustls::RustlsConfig;
 use jiff::{Timestamp, ToSpan};
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
 };
 use k8s_openapi::api::core::v1::Secret;
 use kube::api::{ObjectMeta, PostParams};
@@ -369,47 +369,66 @@ impl SelfSigned {
     /// it is already equal; a missing configuration is logged and skipped).
     pub async fn sync_ca_bundles(&self, ca_pem: &str) -> Result<(), CertError> {
         let want = ByteString(ca_pem.as_bytes().to_vec());
-        let mutating: Api<MutatingWebhookConfiguration> = Api::all(self.client.clone());
-        if let Some(mut config) = mutating.get_opt(MUTATING_CONFIG).await? {
-            let mut changed = false;
-            for hook in config.webhooks.iter_mut().flatten() {
-                if hook.client_config.ca_bundle.as_ref() != Some(&want) {
-                    hook.client_config.ca_bundle = Some(want.clone());
-                    changed = true;
-                }
-            }
-            if changed {
-                mutating
-                    .replace(MUTATING_CONFIG, &PostParams::default(), &config)
-                    .await?;
-                tracing::info!(config = MUTATING_CONFIG, "caBundle updated");
-            }
-        } else {
-            tracing::warn!(config = MUTATING_CONFIG, "webhook configuration not found");
-        }
-        let validating: Api<ValidatingWebhookConfiguration> = Api::all(self.client.clone());
-        if let Some(mut config) = validating.get_opt(VALIDATING_CONFIG).await? {
-            let mut changed = false;
-            for hook in config.webhooks.iter_mut().flatten() {
-                if hook.client_config.ca_bundle.as_ref() != Some(&want) {
-                    hook.client_config.ca_bundle = Some(want.clone());
-                    changed = true;
-                }
-            }
-            if changed {
-                validating
-                    .replace(VALIDATING_CONFIG, &PostParams::default(), &config)
-                    .await?;
-                tracing::info!(config = VALIDATING_CONFIG, "caBundle updated");
-            }
-        } else {
-            tracing::warn!(
-                config = VALIDATING_CONFIG,
-                "webhook configuration not found"
-            );
-        }
-        Ok(())
+        sync_ca_bundle(
+            &Api::<MutatingWebhookConfiguration>::all(self.client.clone()),
+            MUTATING_CONFIG,
+            &want,
+            mutating_clients,
+        )
+        .await?;
+        sync_ca_bundle(
+            &Api::<ValidatingWebhookConfiguration>::all(self.client.clone()),
+            VALIDATING_CONFIG,
+            &want,
+            validating_clients,
+        )
+        .await
     }
+}
+
+fn mutating_clients(c: &mut MutatingWebhookConfiguration) -> Vec<&mut WebhookClientConfig> {
+    c.webhooks
+        .iter_mut()
+        .flatten()
+        .map(|w| &mut w.client_config)
+        .collect()
+}
+
+fn validating_clients(c: &mut ValidatingWebhookConfiguration) -> Vec<&mut WebhookClientConfig> {
+    c.webhooks
+        .iter_mut()
+        .flatten()
+        .map(|w| &mut w.client_config)
+        .collect()
+}
+
+/// Set the caBundle of every webhook of configuration `name` to `want`, writing only when
+/// something changed; a missing configuration is logged and skipped.
+async fn sync_ca_bundle<K>(
+    api: &Api<K>,
+    name: &str,
+    want: &ByteString,
+    clients: fn(&mut K) -> Vec<&mut WebhookClientConfig>,
+) -> Result<(), CertError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + serde::de::DeserializeOwned + serde::Serialize,
+{
+    let Some(mut config) = api.get_opt(name).await? else {
+        tracing::warn!(config = name, "webhook configuration not found");
+        return Ok(());
+    };
+    let mut changed = false;
+    for client in clients(&mut config) {
+        if client.ca_bundle.as_ref() != Some(want) {
+            client.ca_bundle = Some(want.clone());
+            changed = true;
+        }
+    }
+    if changed {
+        api.replace(name, &PostParams::default(), &config).await?;
+        tracing::info!(config = name, "caBundle updated");
+    }
+    Ok(())
 }
 
 /// Every `every`, re-run [`SelfSigned::ensure`] and serve the new pair when it changed
