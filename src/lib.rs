@@ -6,12 +6,13 @@
 //! - [`controller`]: the controllers that watch and act on the API server;
 //! - [`webhook`]: the admission webhook server (defaulting and validation over TLS);
 //! - [`manager`], [`metrics`], [`telemetry`]: the process that hosts them;
-//! - [`cli`]: command-line subcommands.
+//! - [`cli`], [`duration`]: command-line subcommands and flag parsing.
 
 pub mod api;
 pub mod cli;
 pub mod clock;
 pub mod controller;
+pub mod duration;
 pub mod manager;
 pub mod metrics;
 pub mod schedule;

@@ -396,15 +396,6 @@ pub fn identity() -> String {
         })
 }
 
-/// Parse a number of seconds: `5`, `5s` or `0`.
-pub fn parse_seconds(text: &str) -> Result<Duration, String> {
-    text.strip_suffix('s')
-        .unwrap_or(text)
-        .parse::<u64>()
-        .map(Duration::from_secs)
-        .map_err(|_| format!("invalid duration {text:?} (want whole seconds, e.g. 5s)"))
-}
-
 /// Parse a listen address; `:8080` means every interface.
 pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
     let full = if text.starts_with(':') {
@@ -437,14 +428,6 @@ mod tests {
         );
         let no_webhook = Health::new(false);
         assert!(no_webhook.ready());
-    }
-
-    #[test]
-    fn seconds() {
-        assert_eq!(parse_seconds("5s"), Ok(Duration::from_secs(5)));
-        assert_eq!(parse_seconds("0"), Ok(Duration::ZERO));
-        assert!(parse_seconds("5m").is_err());
-        assert!(parse_seconds("-1s").is_err());
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tracing::{error, info, warn};
 
 use super::{
     Health, LeaseConfig, ManagerError, bind, client, ensure_crd, health_router, identity, lead,
-    metrics_router, parse_listen_addr, parse_seconds, parse_selector, serve,
+    metrics_router, parse_listen_addr, parse_selector, serve,
 };
 use crate::clock::{Clock, SystemClock};
 use crate::controller::Scope;
@@ -65,7 +65,7 @@ pub struct RunArgs {
 
     /// After SIGTERM, keep serving the webhook this long while reporting not ready, so the
     /// API server stops sending requests here before the listener closes.
-    #[arg(long, default_value = "5s", value_parser = parse_seconds)]
+    #[arg(long, default_value = "5s", value_parser = crate::duration::parse_flag_duration)]
     pub shutdown_delay: Duration,
 
     /// Log format; the level comes from RUST_LOG (default info).

@@ -36,8 +36,9 @@ use croner::parser::{CronParser, Seconds, Year};
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 
+pub(crate) use parse::parse_go_duration;
 pub use parse::{Field, ParseError};
-use parse::{FieldSet, get_field, parse_go_duration};
+use parse::{FieldSet, get_field};
 pub use slots::{SlotError, SlotQuery, Slots, job_name, slots};
 pub use zone::{ZoneError, scheduled_at, time_zone};
 

@@ -71,30 +71,13 @@ impl Error {
     }
 }
 
-/// Parse a duration: `"30m"`, `"24h"`, `"3600s"`, `"1d"`, or plain seconds; to seconds.
+/// Parse `--default-job-ttl` (`3600`, `30m`, `24h`, ...) into whole seconds.
 pub fn parse_ttl(s: &str) -> Result<i32, String> {
-    let s = s.trim();
-    let (digits, unit) = match s.find(|c: char| !c.is_ascii_digit()) {
-        Some(i) => s.split_at(i),
-        None => (s, "s"),
-    };
-    let n: i64 = digits
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected e.g. 30m, 24h, 3600s or 3600"))?;
-    let mult = match unit {
-        "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86400,
-        _ => {
-            return Err(format!(
-                "invalid duration unit {unit:?} in {s:?}: use s, m, h or d"
-            ));
-        }
-    };
-    n.checked_mul(mult)
-        .and_then(|v| i32::try_from(v).ok())
-        .ok_or_else(|| format!("duration {s:?} is too large"))
+    let d = crate::duration::parse_flag_duration(s)?;
+    if d.subsec_nanos() != 0 {
+        return Err(format!("TTL {s:?} must be whole seconds"));
+    }
+    i32::try_from(d.as_secs()).map_err(|_| format!("TTL {s:?} is too large"))
 }
 
 /// Command-line settings of the CronJob reconciler.
@@ -255,30 +238,6 @@ pub fn error_policy(cj: Arc<CronJob>, error: &Error, ctx: Arc<Context>) -> Actio
     Action::requeue(backoff(*n - 1))
 }
 
-fn cronjob_apis(client: &Client, scope: &Scope) -> Vec<(String, Api<CronJob>)> {
-    if scope.namespaces.is_empty() {
-        vec![(String::new(), Api::all(client.clone()))]
-    } else {
-        scope
-            .namespaces
-            .iter()
-            .map(|ns| (ns.clone(), Api::namespaced(client.clone(), ns)))
-            .collect()
-    }
-}
-
-fn job_apis(client: &Client, scope: &Scope) -> Vec<(String, Api<Job>)> {
-    if scope.namespaces.is_empty() {
-        vec![(String::new(), Api::all(client.clone()))]
-    } else {
-        scope
-            .namespaces
-            .iter()
-            .map(|ns| (ns.clone(), Api::namespaced(client.clone(), ns)))
-            .collect()
-    }
-}
-
 /// Run the CronJob controller until `shutdown` resolves (in-flight reconciles finish).
 ///
 /// One watch of CronJobs and one of Jobs per namespace (or cluster-wide when
@@ -302,7 +261,8 @@ pub async fn run(
     }
     let (cj_reader, cj_writer) = reflector::store::<CronJob>();
     let snapshot_reader = cj_reader.clone();
-    let cj_watches = cronjob_apis(&client, &scope)
+    let cj_watches = scope
+        .apis::<CronJob>(&client)
         .into_iter()
         .map(|(ns, api)| {
             (
@@ -372,7 +332,8 @@ fn job_trigger_stream(
     index: OwnerIndex,
     mut writer: IndexWriter,
 ) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + 'static {
-    let watches = job_apis(client, scope)
+    let watches = scope
+        .apis::<Job>(client)
         .into_iter()
         .map(|(ns, api)| {
             let s = watcher(api, index::job_watch_config())

@@ -421,6 +421,8 @@ fn ttl_flag_parses_units() {
     assert_eq!(parse_ttl("30m"), Ok(1800));
     assert_eq!(parse_ttl("24h"), Ok(86400));
     assert_eq!(parse_ttl("3600s"), Ok(3600));
+    assert!(parse_ttl("1.5s").is_err(), "TTLs are whole seconds");
+    assert!(parse_ttl("1000000h").is_err(), "beyond i32 seconds");
     assert_eq!(parse_ttl("3600"), Ok(3600));
     assert!(parse_ttl("3x").is_err());
     assert!(parse_ttl("").is_err());
