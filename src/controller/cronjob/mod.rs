@@ -146,6 +146,15 @@ impl Context {
         }
     }
 
+    /// Drop the backoff counters of CronJobs for which `exists` is false (deleted ones). The
+    /// map is empty when all is well, so this costs nothing then.
+    pub fn forget_gone(&self, exists: impl Fn(&ObjectRef<CronJob>) -> bool) {
+        let mut failures = self.failures();
+        if !failures.is_empty() {
+            failures.retain(|cronjob, _| exists(cronjob));
+        }
+    }
+
     fn failures(&self) -> std::sync::MutexGuard<'_, HashMap<ObjectRef<CronJob>, u32>> {
         self.failures.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -300,12 +309,7 @@ pub async fn run(
             metrics
                 .managed_cronjobs
                 .set(i64::try_from(gauge_reader.len()).unwrap_or(i64::MAX));
-            // Forget the backoff of CronJobs that are gone (the map is empty when all is well).
-            let mut failures = pruned.failures();
-            if !failures.is_empty() {
-                failures.retain(|cronjob, _| gauge_reader.get(cronjob).is_some());
-            }
-            drop(failures);
+            pruned.forget_gone(|cronjob| gauge_reader.get(cronjob).is_some());
             if let Err(e) = res {
                 tracing::debug!(error = %e, "controller event");
             }

@@ -427,3 +427,15 @@ fn ttl_flag_parses_units() {
     assert!(parse_ttl("3x").is_err());
     assert!(parse_ttl("").is_err());
 }
+
+#[tokio::test]
+async fn backoff_counters_of_deleted_cronjobs_are_forgotten() {
+    let (ctx, _api) = context(vec![]);
+    let kept = ObjectRef::<CronJob>::new("kept").within("ns");
+    let gone = ObjectRef::<CronJob>::new("gone").within("ns");
+    ctx.failures().insert(kept.clone(), 3);
+    ctx.failures().insert(gone.clone(), 5);
+    ctx.forget_gone(|r| r.name == "kept");
+    assert_eq!(ctx.failures().get(&kept), Some(&3));
+    assert!(!ctx.failures().contains_key(&gone));
+}
