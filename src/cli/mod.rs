@@ -1,7 +1,6 @@
 //! The `kronjob` command line: the manager (`run`) and its tools. The same entry point serves
 //! the `kubectl-kronjob` plugin binary, so `kubectl kronjob trigger NAME` works.
 
-pub mod bench;
 pub mod next;
 
 use std::io::Write;
@@ -27,8 +26,6 @@ enum Command {
     Run(Box<crate::manager::RunArgs>),
     /// Create a Job from a CronJob's template now (also `kubectl kronjob trigger NAME`).
     Trigger(TriggerArgs),
-    /// Load tools for sizing a cluster.
-    Bench(bench::BenchArgs),
 }
 
 /// Flags of `kronjob trigger`.
@@ -74,11 +71,6 @@ pub fn main() -> ExitCode {
             Ok(Err(e)) => fail(e.as_ref(), ExitCode::FAILURE),
             Err(e) => fail(&e, ExitCode::FAILURE),
         },
-        Command::Bench(args) => match runtime().map(|rt| rt.block_on(bench_run(args))) {
-            Ok(Ok(text)) => print(&text),
-            Ok(Err(e)) => fail(e.as_ref(), ExitCode::FAILURE),
-            Err(e) => fail(&e, ExitCode::FAILURE),
-        },
         Command::Next(args) => {
             let mut out = std::io::stdout().lock();
             match next::run(&args, jiff::Timestamp::now(), &mut out) {
@@ -107,17 +99,6 @@ async fn trigger(args: TriggerArgs) -> Result<String, BoxError> {
         crate::controller::cronjob::trigger(client, &namespace, &args.name, jiff::Timestamp::now())
             .await?;
     Ok(job.metadata.name.unwrap_or_default())
-}
-
-async fn bench_run(args: bench::BenchArgs) -> Result<String, BoxError> {
-    let json = args.json();
-    let client = crate::manager::client().await?;
-    let report = bench::run(args, client).await?;
-    Ok(if json {
-        format!("{}\n", report.json()?)
-    } else {
-        report.table()
-    })
 }
 
 fn print(text: &str) -> ExitCode {

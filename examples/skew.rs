@@ -1,13 +1,21 @@
-//! `kronjob bench`: load tools run against a live cluster where the operator is running.
+//! Job-creation skew against a live cluster where kronjob runs: a load and sizing tool, not
+//! part of the product binary.
 //!
-//! `kronjob bench skew` creates N CronJobs, watches the Jobs the operator creates for them,
-//! and reports how late each Job appeared (job-creation skew), duplicate Jobs for one slot,
-//! and slots that got no Job at all.
+//! ```sh
+//! cargo run --release --example skew -- --cronjobs 500 --duration 10m
+//! ```
 //!
-//! The module is split in two:
-//! - a pure part ([`Observation`], [`report`], [`slots_between`], [`parse_duration`]) that
-//!   turns what was seen into a [`Report`], unit-tested on tables;
-//! - the I/O part ([`run`]) that creates the CronJobs, watches the Jobs and cleans up.
+//! It creates N CronJobs (in a scratch namespace unless `--namespace` is given), watches the
+//! Jobs the operator creates for them, and reports how late each Job appeared (job-creation
+//! skew), duplicate Jobs for one slot, and slots that got no Job at all; then it cleans up.
+//! It needs rights the manager does not have (creating and deleting namespaces and CronJobs):
+//! run it with your own credentials.
+//!
+//! - a pure part ([`Observation`], [`report`], [`slots_between`]) turns what was seen into a
+//!   [`Report`], unit-tested on tables;
+//! - the I/O part ([`run_skew`]) creates the CronJobs, watches the Jobs and cleans up.
+
+#![allow(missing_docs)]
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt::Write as _;
@@ -24,8 +32,8 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde::{Serialize, Serializer};
 use tokio::sync::mpsc;
 
-use crate::api::{ANNOTATION_SCHEDULED_AT, CronJob, CronJobSpec, LABEL_CRONJOB};
-use crate::schedule::{ParseError, Schedule, ZoneError, time_zone};
+use kronjob::api::{ANNOTATION_SCHEDULED_AT, CronJob, CronJobSpec, LABEL_CRONJOB};
+use kronjob::schedule::{ParseError, Schedule, ZoneError, time_zone};
 
 /// Label put on every object a bench run creates; its value identifies the run.
 pub const LABEL_BENCH_RUN: &str = "bench.kronjob.dev/run";
@@ -45,33 +53,12 @@ const WATCH_READY_TIMEOUT: Duration = Duration::from_secs(60);
 // Command line
 // ---------------------------------------------------------------------------------------------
 
-/// `kronjob bench`: load tools run against a live cluster.
-#[derive(clap::Args, Debug)]
-pub struct BenchArgs {
-    /// The benchmark to run.
-    #[command(subcommand)]
-    pub command: BenchCommand,
-}
-
-impl BenchArgs {
-    /// Whether the report is wanted as JSON (`--json`) rather than a table.
-    pub fn json(&self) -> bool {
-        match &self.command {
-            BenchCommand::Skew(args) => args.json,
-        }
-    }
-}
-
-/// The benchmarks.
-#[derive(clap::Subcommand, Debug)]
-pub enum BenchCommand {
-    /// Create N CronJobs, watch their Jobs for a while, and report job-creation skew,
-    /// duplicate Jobs and missed slots.
-    Skew(SkewArgs),
-}
-
-/// Arguments of `kronjob bench skew`.
-#[derive(clap::Args, Debug, Clone)]
+/// Arguments of the skew tool.
+#[derive(clap::Parser, Debug, Clone)]
+#[command(
+    name = "skew",
+    about = "Measure kronjob's Job-creation skew on a live cluster"
+)]
 pub struct SkewArgs {
     /// How many CronJobs to create (named bench-skew-0000, bench-skew-0001, ...).
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..))]
@@ -102,7 +89,7 @@ pub struct SkewArgs {
 
 /// Parse `--duration` (`90s`, `5m`, `1h30m`, or seconds). Zero is refused: a run must last.
 pub fn parse_duration(text: &str) -> Result<Duration, String> {
-    let d = crate::duration::parse_flag_duration(text)?;
+    let d = kronjob::duration::parse_flag_duration(text)?;
     if d.is_zero() {
         return Err(format!("invalid duration {text:?}: must be positive"));
     }
@@ -429,14 +416,6 @@ fn kube_err(action: impl Into<String>) -> impl FnOnce(kube::Error) -> BenchError
     move |source| BenchError::Kube { action, source }
 }
 
-/// Run a benchmark against the cluster behind `client`. Progress goes to stderr; the caller
-/// prints the returned report ([`Report::table`] or [`Report::json`], see [`BenchArgs::json`]).
-pub async fn run(args: BenchArgs, client: kube::Client) -> Result<Report, BenchError> {
-    match args.command {
-        BenchCommand::Skew(args) => run_skew(args, client).await,
-    }
-}
-
 /// Message from the Job watch task.
 enum WatchMsg {
     /// The initial list is done: Jobs created from now on arrive as live events.
@@ -496,7 +475,8 @@ async fn ctrl_c() {
     }
 }
 
-async fn run_skew(args: SkewArgs, client: kube::Client) -> Result<Report, BenchError> {
+/// Run the measurement; progress goes to stderr.
+pub async fn run_skew(args: SkewArgs, client: kube::Client) -> Result<Report, BenchError> {
     // Everything that can be checked without the cluster, first.
     let tz = time_zone(args.time_zone.as_deref()).map_err(BenchError::Zone)?;
     let probe = Schedule::parse(&args.schedule, "").map_err(|source| BenchError::Schedule {
@@ -714,7 +694,7 @@ async fn wait_ready(rx: &mut mpsc::UnboundedReceiver<WatchMsg>) -> Result<(), Be
 async fn watch_jobs(api: Api<Job>, names: HashSet<String>, tx: mpsc::UnboundedSender<WatchMsg>) {
     let config = watcher::Config::default().labels(LABEL_CRONJOB);
     let mut events = watcher(api, config)
-        .backoff(crate::controller::backoff::watch_backoff())
+        .backoff(kronjob::controller::backoff::watch_backoff())
         .boxed();
     let mut first_seen: HashSet<String> = HashSet::new();
     let mut ready = false;
@@ -842,6 +822,45 @@ fn cronjob(name: &str, args: &SkewArgs, run_id: &str, history: i32) -> CronJob {
     );
     cj.metadata.labels = Some(labels);
     cj
+}
+
+/// Parse the flags, run, print the report (a table, or JSON with `--json`).
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    use clap::Parser;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = SkewArgs::parse();
+    let json = args.json;
+    let client = match kube::Client::try_default().await {
+        Ok(client) => client,
+        Err(e) => {
+            eprintln!("error: no usable Kubernetes configuration: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let printed = run_skew(args, client).await.and_then(|report| {
+        if json {
+            report.json().map(|j| format!("{j}\n"))
+        } else {
+            Ok(report.table())
+        }
+    });
+    match printed {
+        Ok(text) => {
+            print!("{text}");
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            let mut message = format!("error: {e}");
+            let mut source = std::error::Error::source(&e);
+            while let Some(cause) = source {
+                message.push_str(&format!(": {cause}"));
+                source = cause.source();
+            }
+            eprintln!("{message}");
+            std::process::ExitCode::FAILURE
+        }
+    }
 }
 
 #[cfg(test)]
@@ -1099,7 +1118,7 @@ mod tests {
         }
         // The name fallback inverts the operator's naming.
         let slot = ts("2025-06-01T12:34:00Z");
-        let name = crate::schedule::job_name("bench-skew-0007", slot);
+        let name = kronjob::schedule::job_name("bench-skew-0007", slot);
         assert_eq!(scheduled_time(&name, None), Some(slot));
     }
 
@@ -1129,31 +1148,16 @@ mod tests {
     #[test]
     fn skew_args_parse() {
         use clap::Parser;
-        #[derive(clap::Parser, Debug)]
-        struct Cli {
-            #[command(subcommand)]
-            bench: BenchCommand,
-        }
-        let cli = Cli::try_parse_from([
-            "bench",
-            "skew",
-            "--cronjobs",
-            "3",
-            "--duration",
-            "90s",
-            "--json",
-        ])
-        .expect("parses");
-        let BenchCommand::Skew(args) = cli.bench;
+        let args =
+            SkewArgs::try_parse_from(["skew", "--cronjobs", "3", "--duration", "90s", "--json"])
+                .expect("parses");
         assert_eq!(args.cronjobs, 3);
         assert_eq!(args.schedule, "* * * * *");
         assert_eq!(args.duration, Duration::from_secs(90));
         assert_eq!(args.image, "busybox:1.36");
         assert!(args.json && !args.keep && args.namespace.is_none());
-        assert!(Cli::try_parse_from(["bench", "skew", "--cronjobs", "0"]).is_err());
-        assert!(
-            Cli::try_parse_from(["bench", "skew", "--cronjobs", "1", "--duration", "0"]).is_err()
-        );
+        assert!(SkewArgs::try_parse_from(["skew", "--cronjobs", "0"]).is_err());
+        assert!(SkewArgs::try_parse_from(["skew", "--cronjobs", "1", "--duration", "0"]).is_err());
     }
 
     #[test]
