@@ -55,7 +55,7 @@ fn bench(c: &mut Criterion) {
         .enable_all()
         .build()
         .expect("runtime");
-    let app = router(WebhookMetrics::unregistered());
+    let app = router(WebhookMetrics::new(&mut Default::default()));
     for (name, path) in [
         ("router/mutate", MUTATE_PATH),
         ("router/validate", VALIDATE_PATH),

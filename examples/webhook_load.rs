@@ -28,7 +28,7 @@ use clap::{Parser, Subcommand};
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
 use kronjob::webhook::admission::{MUTATE_PATH, VALIDATE_PATH};
-use kronjob::webhook::{WebhookMetrics, bind, router, serve_cert_dir};
+use kronjob::webhook::{WebhookArgs, WebhookMetrics};
 use rustls::pki_types::{CertificateDer, ServerName, pem::PemObject};
 use serde_json::{Value, json};
 use tokio::net::TcpStream;
@@ -126,24 +126,27 @@ async fn serve(addr: SocketAddr, dir: PathBuf) -> Result<(), Error> {
     std::fs::write(dir.join("ca.crt"), ca.pem())?;
     std::fs::write(dir.join("tls.key"), key.serialize_pem())?;
     std::fs::write(dir.join("tls.crt"), leaf.pem())?;
-    let listener = bind(addr)?;
     eprintln!(
         "serving on https://{addr} (CA in {})",
         dir.join("ca.crt").display()
     );
     let mut registry = prometheus_client::registry::Registry::default();
     let metrics = WebhookMetrics::new(&mut registry);
-    let shutdown = async {
+    let shutdown = tokio_util::sync::CancellationToken::new();
+    let stop = shutdown.clone();
+    tokio::spawn(async move {
         let _ = tokio::signal::ctrl_c().await;
+        stop.cancel();
+    });
+    let args = WebhookArgs {
+        webhook_addr: addr,
+        webhook_cert_dir: dir,
+        webhook_cert_reload_interval: Duration::from_secs(10),
+        webhook_self_signed: false,
+        webhook_service_name: "kronjob-webhook".into(),
+        webhook_namespace: "kronjob-system".into(),
     };
-    serve_cert_dir(
-        listener,
-        dir,
-        Duration::from_secs(10),
-        router(metrics),
-        shutdown,
-    )
-    .await?;
+    kronjob::webhook::serve(args, None, metrics, |_| {}, shutdown).await?;
     // The server-side view: time from request to answer inside the server, by bucket.
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)?;

@@ -5,8 +5,11 @@
 //! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected);
 //! - [`controller`]: the controllers that watch and act on the API server;
 //! - [`webhook`]: the admission webhook server (defaulting and validation over TLS);
-//! - [`manager`], [`metrics`], [`telemetry`]: the process that hosts them;
+//! - [`manager`], [`metrics`], [`telemetry`], [`net`]: the process that hosts them;
 //! - [`cli`], [`duration`]: command-line subcommands and flag parsing.
+
+// Lets the test support shared with the integration tests name this crate `kronjob`.
+extern crate self as kronjob;
 
 pub mod api;
 pub mod cli;
@@ -15,6 +18,11 @@ pub mod controller;
 pub mod duration;
 pub mod manager;
 pub mod metrics;
+pub mod net;
 pub mod schedule;
 pub mod telemetry;
 pub mod webhook;
+
+#[cfg(test)]
+#[path = "../tests/support/mod.rs"]
+mod testing;

@@ -46,6 +46,18 @@ pub fn init(format: LogFormat) {
     };
 }
 
+/// An error with its sources, `a: b: c`, for one log line or one stderr line.
+pub fn error_chain(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        text.push_str(": ");
+        text.push_str(&cause.to_string());
+        source = cause.source();
+    }
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

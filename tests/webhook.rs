@@ -9,10 +9,8 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{Request, StatusCode};
-use axum::routing::get;
 use http_body_util::BodyExt;
 use kronjob::webhook::admission::{MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH};
-use kronjob::webhook::server::harden;
 use kronjob::webhook::{WebhookMetrics, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
@@ -88,7 +86,7 @@ async fn admit(app: &Router, path: &str, review: &Value) -> Value {
 }
 
 fn app() -> Router {
-    router(WebhookMetrics::unregistered())
+    router(WebhookMetrics::new(&mut Default::default()))
 }
 
 fn apply_patch(object: &Value, response: &Value) -> Value {
@@ -609,61 +607,6 @@ async fn wrongly_typed_fields_are_reported_not_crashed_on() {
     assert_eq!(apply_patch(&object, &r)["spec"]["concurrencyPolicy"], 1);
 }
 
-async fn boom() -> &'static str {
-    panic!("handler bug")
-}
-
-#[tokio::test]
-async fn a_panicking_handler_is_caught_and_counted() {
-    let mut registry = prometheus_client::registry::Registry::default();
-    let metrics = WebhookMetrics::new(&mut registry);
-    let routes = Router::new()
-        .route("/boom", get(boom))
-        .route("/fine", get(|| async { "fine" }));
-    let app = harden(routes, &metrics);
-    for _ in 0..2 {
-        let r = app
-            .clone()
-            .oneshot(Request::get("/boom").body(Body::empty()).expect("request"))
-            .await
-            .expect("infallible");
-        assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
-    }
-    let r = app
-        .clone()
-        .oneshot(Request::get("/fine").body(Body::empty()).expect("request"))
-        .await
-        .expect("infallible");
-    assert_eq!(r.status(), StatusCode::OK);
-    assert_eq!(metrics.panic_count(), 2);
-    let mut text = String::new();
-    prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
-    assert!(text.contains("kronjob_webhook_panics_total 2"), "{text}");
-}
-
-async fn stuck() -> &'static str {
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    "late"
-}
-
-#[tokio::test]
-async fn a_stuck_request_times_out_with_503() {
-    let metrics = WebhookMetrics::unregistered();
-    let app = harden(Router::new().route("/stuck", get(stuck)), &metrics);
-    let started = std::time::Instant::now();
-    let r = app
-        .oneshot(Request::get("/stuck").body(Body::empty()).expect("request"))
-        .await
-        .expect("infallible");
-    assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
-    let waited = started.elapsed();
-    assert!(
-        waited >= kronjob::webhook::server::REQUEST_TIMEOUT,
-        "{waited:?}"
-    );
-    assert!(waited < Duration::from_secs(10), "{waited:?}");
-}
-
 #[tokio::test]
 async fn requests_are_measured_by_path_and_result() {
     let mut registry = prometheus_client::registry::Registry::default();
@@ -707,18 +650,7 @@ async fn serves_over_verified_tls_and_drains_on_shutdown() {
     let pki = tls_support::Pki::new();
     let dir = tls_support::temp_dir("serve");
     pki.write_leaf(&dir, "localhost");
-    let listener = kronjob::webhook::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(kronjob::webhook::serve_cert_dir(
-        listener,
-        dir.clone(),
-        Duration::from_millis(100),
-        app(),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (addr, stop, server) = tls_support::serve_dir(&dir, Duration::from_millis(100)).await;
     let client = tls_support::Client::new(&pki.ca_pem);
     let body = create(cronjob("tls")).to_string();
     let (status, answer) = client
@@ -735,7 +667,7 @@ async fn serves_over_verified_tls_and_drains_on_shutdown() {
     // Neither does a client that expects another name.
     assert!(client.try_connect(addr, "elsewhere.example").await.is_err());
 
-    stop.send(()).expect("server alive");
+    stop.cancel();
     tokio::time::timeout(Duration::from_secs(15), server)
         .await
         .expect("server stops")
@@ -749,18 +681,7 @@ async fn a_new_certificate_in_the_directory_is_served_without_restart() {
     let pki = tls_support::Pki::new();
     let dir = tls_support::temp_dir("reload");
     let first = pki.write_leaf(&dir, "localhost");
-    let listener = kronjob::webhook::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(kronjob::webhook::serve_cert_dir(
-        listener,
-        dir.clone(),
-        Duration::from_millis(50),
-        app(),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (addr, stop, server) = tls_support::serve_dir(&dir, Duration::from_millis(50)).await;
     let client = tls_support::Client::new(&pki.ca_pem);
     assert_eq!(client.peer_leaf(addr).await, first);
 
@@ -796,7 +717,7 @@ async fn a_new_certificate_in_the_directory_is_served_without_restart() {
         )
         .await;
     assert_eq!(status, 200);
-    stop.send(()).expect("server alive");
+    stop.cancel();
     server.await.expect("task").expect("clean shutdown");
     let _ = std::fs::remove_dir_all(dir);
 }

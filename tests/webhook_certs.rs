@@ -190,18 +190,7 @@ async fn first_replica_creates_second_replica_reuses() {
     let dir = tls_support::temp_dir("selfsigned");
     std::fs::write(dir.join("tls.crt"), &first.cert_pem).expect("write");
     std::fs::write(dir.join("tls.key"), &first.key_pem).expect("write");
-    let listener = kronjob::webhook::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(kronjob::webhook::serve_cert_dir(
-        listener,
-        dir.clone(),
-        Duration::from_secs(60),
-        kronjob::webhook::router(kronjob::webhook::WebhookMetrics::unregistered()),
-        async move {
-            let _ = stopped.await;
-        },
-    ));
+    let (addr, stop, server) = tls_support::serve_dir(&dir, Duration::from_secs(60)).await;
     let client = tls_support::Client::new(&first.ca_bundle_pem);
     for name in [
         "kronjob-webhook.kronjob-system.svc",
@@ -216,7 +205,7 @@ async fn first_replica_creates_second_replica_reuses() {
             .await
             .is_err()
     );
-    stop.send(()).expect("server alive");
+    stop.cancel();
     server.await.expect("task").expect("clean shutdown");
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -20,7 +20,8 @@ static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
         .build()
         .expect("runtime")
 });
-static METRICS: LazyLock<WebhookMetrics> = LazyLock::new(WebhookMetrics::unregistered);
+static METRICS: LazyLock<WebhookMetrics> =
+    LazyLock::new(|| WebhookMetrics::new(&mut Default::default()));
 
 fn app() -> Router {
     router(METRICS.clone())

@@ -211,6 +211,21 @@ pub struct CronJobStatus {
     pub conditions: Vec<Condition>,
 }
 
+impl CronJobStatus {
+    /// Set `active`, keeping `activeCount` equal to its length (the one place it is counted).
+    pub fn set_active(&mut self, active: Vec<ObjectReference>) {
+        self.active = active;
+        self.active_count = i32::try_from(self.active.len()).unwrap_or(i32::MAX);
+    }
+
+    /// Add one Job to `active`, keeping `activeCount` equal to its length.
+    pub fn push_active(&mut self, job: ObjectReference) {
+        let mut active = std::mem::take(&mut self.active);
+        active.push(job);
+        self.set_active(active);
+    }
+}
+
 fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
     let mut schema = generator.subschema_for::<Vec<Condition>>();
     schema.insert("x-kubernetes-list-type".into(), "map".into());

@@ -95,9 +95,13 @@ async fn trigger(args: TriggerArgs) -> Result<String, BoxError> {
     let namespace = args
         .namespace
         .unwrap_or_else(|| client.default_namespace().to_string());
-    let job =
-        crate::controller::cronjob::trigger(client, &namespace, &args.name, jiff::Timestamp::now())
-            .await?;
+    let job = crate::controller::cronjob::manual::trigger(
+        client,
+        &namespace,
+        &args.name,
+        jiff::Timestamp::now(),
+    )
+    .await?;
     Ok(job.metadata.name.unwrap_or_default())
 }
 
@@ -111,12 +115,6 @@ fn print(text: &str) -> ExitCode {
 
 /// Print `error` and its causes on stderr, one line, and return `code`.
 pub fn fail(error: &dyn std::error::Error, code: ExitCode) -> ExitCode {
-    let mut message = format!("error: {error}");
-    let mut source = error.source();
-    while let Some(cause) = source {
-        message.push_str(&format!(": {cause}"));
-        source = cause.source();
-    }
-    eprintln!("{message}");
+    eprintln!("error: {}", crate::telemetry::error_chain(error));
     code
 }

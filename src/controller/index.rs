@@ -4,7 +4,7 @@
 //!
 //! The index is fed by one watch of Jobs (label selector [`LABEL_CRONJOB`], so unrelated Jobs
 //! never reach it); the same stream also triggers the CronJob controller. Objects are slimmed
-//! by [`strip_job`] before they are stored. With several namespaces, one watch per namespace is
+//! by [`crate::controller::jobs::slim`] before they are stored. With several namespaces, one watch per namespace is
 //! merged by [`merge_watches`], which keeps each watch's re-list from wiping the others.
 
 use std::collections::{HashMap, HashSet};
@@ -12,45 +12,17 @@ use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::{Stream, StreamExt, stream};
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::PodTemplateSpec;
 use kube::Resource;
 use kube::runtime::reflector::{Lookup, ObjectRef};
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
-use crate::api::{CronJob, LABEL_CRONJOB};
-
-/// The annotation `kubectl apply` leaves on objects; large and never read here.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use crate::api::LABEL_CRONJOB;
+use crate::controller::jobs::controller_uid;
 
 /// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {
     watcher::Config::default().labels(LABEL_CRONJOB)
-}
-
-/// UID of the CronJob controlling `job` (a controller owner reference of kind `CronJob` in our
-/// group), if any.
-pub fn controller_uid(job: &Job) -> Option<&str> {
-    let api_version = <CronJob as Resource>::api_version(&());
-    let kind = <CronJob as Resource>::kind(&());
-    job.metadata
-        .owner_references
-        .as_deref()?
-        .iter()
-        .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
-        .map(|r| r.uid.as_str())
-}
-
-/// Drop what the reconciler never reads before a Job enters the cache: managedFields, the pod
-/// template (usually the bulk of a Job) and the last-applied annotation.
-pub fn strip_job(job: &mut Job) {
-    job.metadata.managed_fields = None;
-    if let Some(annotations) = job.metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
-    if let Some(spec) = job.spec.as_mut() {
-        spec.template = PodTemplateSpec::default();
-    }
 }
 
 #[derive(Debug, Default)]
@@ -215,12 +187,6 @@ impl IndexWriter {
             }
         }
     }
-
-    /// Insert one Job directly; for tests and benchmarks.
-    pub fn insert(&mut self, job: Job) {
-        write(&self.inner).upsert(job);
-        self.ready.send_replace(true);
-    }
 }
 
 /// Watch events of one watch, or of several merged ones.
@@ -331,7 +297,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::batch::v1::JobSpec;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     fn job(ns: &str, name: &str, owner: Option<&str>) -> Job {
@@ -392,28 +357,6 @@ mod tests {
         w.apply_watcher_event(&watcher::Event::InitDone);
         assert_eq!(names(index.jobs_of("u1")), ["new"]);
         assert!(index.is_ready());
-    }
-
-    #[test]
-    fn strip_drops_template_and_managed_fields() {
-        let mut j = job("ns", "a", Some("u1"));
-        j.metadata.managed_fields = Some(vec![Default::default()]);
-        j.spec = Some(JobSpec {
-            template: PodTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    name: Some("x".into()),
-                    ..Default::default()
-                }),
-                spec: None,
-            },
-            parallelism: Some(2),
-            ..Default::default()
-        });
-        strip_job(&mut j);
-        assert!(j.metadata.managed_fields.is_none());
-        let spec = j.spec.as_ref().expect("spec");
-        assert_eq!(spec.template, PodTemplateSpec::default());
-        assert_eq!(spec.parallelism, Some(2));
     }
 
     #[tokio::test]

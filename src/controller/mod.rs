@@ -3,12 +3,71 @@
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
 //! - [`index`]: the owner index of Jobs it reads from;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
-//! - [`backoff`]: how fast their watches reconnect after an API server outage.
+//! - [`jobs`]: what both know about a Job (owner, finish, cache slimming), pure;
+//! - [`backoff`]: retry timing of watches and of failed reconciles.
 
 pub mod backoff;
 pub mod cronjob;
 pub mod index;
+pub mod jobs;
 pub mod ttl;
+
+use std::time::Duration;
+
+use kube::runtime::controller::Action;
+use kube::runtime::events::{Recorder, Reporter};
+
+/// The `reportingController` of every Event kronjob publishes.
+pub const REPORTER: &str = "kronjob";
+
+/// Longest single requeue. kube-runtime's delay queue cannot hold much more than two years, and
+/// deciding again twice a year costs nothing.
+pub const MAX_REQUEUE: Duration = Duration::from_secs(180 * 24 * 3600);
+
+/// Requeue after `delay`, at most [`MAX_REQUEUE`].
+pub fn requeue(delay: Duration) -> Action {
+    Action::requeue(delay.min(MAX_REQUEUE))
+}
+
+/// The Event recorder of a controller; `instance` is this replica's name (the pod name).
+pub fn recorder(client: kube::Client, instance: Option<String>) -> Recorder {
+    Recorder::new(
+        client,
+        Reporter {
+            controller: REPORTER.into(),
+            instance,
+        },
+    )
+}
+
+/// What every controller of the manager shares: the client, the clock, the objects in scope
+/// and this replica's name (on Events).
+#[derive(Clone)]
+pub struct Shared {
+    /// API client.
+    pub client: kube::Client,
+    /// The one source of "now".
+    pub clock: std::sync::Arc<dyn crate::clock::Clock>,
+    /// Namespaces and CronJob selector.
+    pub scope: Scope,
+    /// This replica's name (the pod name), if known.
+    pub instance: Option<String>,
+}
+
+impl std::fmt::Debug for Shared {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Shared")
+            .field("clock", &self.clock)
+            .field("scope", &self.scope)
+            .field("instance", &self.instance)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A controller stopped without being asked to: the manager cannot go on without it.
+#[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
+#[error("the {0} controller stopped without being asked to")]
+pub struct Stopped(pub &'static str);
 
 /// Which CronJobs a controller manages.
 #[derive(Debug, Clone, Default)]

@@ -1,36 +1,53 @@
-//! The manager: one process hosting the controllers (on the leader only), the webhook (on every
-//! replica), the metrics endpoint and the health probes, with one shutdown signal for all.
+//! The manager: one process hosting the controllers (on the leader only), the admission webhook
+//! (on every replica), the metrics endpoint and the health probes, with one shutdown signal.
+//!
+//! [`run_with`] reads top to bottom: register the metrics, serve the probes and metrics (bound
+//! first, so a taken port fails the start), serve the webhook, run the controllers whenever
+//! this replica leads, and supervise. Every task is critical: when one fails or stops on its own,
+//! `/healthz` says so, everything else stops and the process exits non-zero.
+//!
+//! - [`args`]: the flags; [`client`]: the API client; [`crd`]: the CRD at start;
+//! - [`health`]: what the probes report; [`lease`]: leader election;
+//! - [`selector`]: `--selector` validation.
 
-use std::future::Future;
+pub mod args;
+pub mod client;
+pub mod crd;
+pub mod health;
+pub mod lease;
+pub mod selector;
+mod signal;
+
 use std::net::SocketAddr;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
-use axum::http::{StatusCode, header};
-use axum::response::IntoResponse;
-use axum::routing::get;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
-use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, Config};
-use kube_lease_manager::LeaseManagerBuilder;
-use tokio::net::TcpListener;
+use kube::{Api, Client};
+use prometheus_client::registry::Registry;
+use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
-use tracing::{info, warn};
+use tracing::{error, info, warn};
 
-use crate::metrics::{CONTENT_TYPE, Metrics};
-
-mod run;
-pub mod selector;
-pub use run::{RunArgs, run, run_with};
+pub use args::RunArgs;
+pub use client::client;
+pub use crd::{CRD_NAME, ensure_crd};
+pub use health::{Health, health_router, metrics_router};
 pub use selector::parse_selector;
 
-/// Name of the CRD this manager serves.
-pub const CRD_NAME: &str = "cronjobs.batch.kronjob.dev";
+use crate::clock::{Clock, SystemClock};
+use crate::controller::cronjob::{self, ReconcilerMetrics};
+use crate::controller::ttl::{self, TtlMetrics};
+use crate::controller::{Shared, Stopped};
+use crate::metrics::Metrics;
+use crate::webhook::{self, WebhookMetrics};
+
 /// Field manager used for server-side apply.
 pub const FIELD_MANAGER: &str = "kronjob";
+/// How long in-flight reconciles may take to finish after a shutdown or a lost lease.
+pub const DRAIN_LIMIT: Duration = Duration::from_secs(8);
+/// The same for controllers whose caches never synced (nothing can be in flight).
+pub const UNSYNCED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
 /// Why the manager stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -58,14 +75,8 @@ pub enum ManagerError {
     #[error("cannot generate the CRD")]
     CrdGen(#[source] crate::api::crdgen::CrdError),
     /// A listener could not be bound.
-    #[error("cannot listen on {addr}")]
-    Bind {
-        /// The address.
-        addr: SocketAddr,
-        /// The cause.
-        #[source]
-        source: std::io::Error,
-    },
+    #[error(transparent)]
+    Bind(#[from] crate::net::BindError),
     /// An HTTP server failed.
     #[error("{name} server failed")]
     Serve {
@@ -75,372 +86,280 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
-    /// Leader election could not start or stopped.
-    #[error("leader election failed")]
-    Lease(#[source] kube_lease_manager::LeaseManagerError),
-    /// The leader-election task ended unexpectedly.
-    #[error("leader election stopped unexpectedly")]
-    LeaseStopped,
     /// The webhook server failed.
     #[error("admission webhook server failed")]
     Webhook(#[source] crate::webhook::WebhookError),
+    /// A controller stopped on its own.
+    #[error(transparent)]
+    Controller(#[from] Stopped),
+    /// A task ended although nobody asked it to.
+    #[error("the {0} stopped unexpectedly")]
+    Ended(&'static str),
+    /// A task panicked.
+    #[error("the {0} panicked")]
+    Panicked(&'static str),
 }
 
-/// Readiness and liveness as the probes see them.
-#[derive(Debug, Default)]
-pub struct Health {
-    draining: AtomicBool,
-    webhook_enabled: AtomicBool,
-    webhook_serving: AtomicBool,
-    leader: AtomicBool,
-    caches_synced: AtomicBool,
+/// Run the manager until SIGTERM/SIGINT.
+pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
+    crate::telemetry::init(args.log_format);
+    let client = client().await?;
+    ensure_crd(client.clone(), args.install_crd).await?;
+    run_with(args, client, signal::shutdown_on_signal()).await
 }
 
-impl Health {
-    /// A new health state; `webhook_enabled` says whether readiness waits for the webhook.
-    pub fn new(webhook_enabled: bool) -> Arc<Self> {
-        let health = Self::default();
-        health
-            .webhook_enabled
-            .store(webhook_enabled, Ordering::Relaxed);
-        Arc::new(health)
-    }
-
-    /// The process is shutting down: report not ready so traffic moves to other replicas.
-    pub fn set_draining(&self) {
-        self.draining.store(true, Ordering::Relaxed);
-    }
-
-    /// The webhook listener is (or is no longer) serving.
-    pub fn set_webhook_serving(&self, serving: bool) {
-        self.webhook_serving.store(serving, Ordering::Relaxed);
-    }
-
-    /// This replica leads (or no longer leads) the controllers.
-    pub fn set_leader(&self, leader: bool) {
-        self.leader.store(leader, Ordering::Relaxed);
-        if !leader {
-            self.caches_synced.store(false, Ordering::Relaxed);
-        }
-    }
-
-    /// The controllers' caches have synced.
-    pub fn set_caches_synced(&self, synced: bool) {
-        self.caches_synced.store(synced, Ordering::Relaxed);
-    }
-
-    /// Whether the leader's caches have synced.
-    pub fn caches_synced(&self) -> bool {
-        self.caches_synced.load(Ordering::Relaxed)
-    }
-
-    /// Whether this replica leads the controllers.
-    pub fn is_leader(&self) -> bool {
-        self.leader.load(Ordering::Relaxed)
-    }
-
-    /// Ready: not shutting down, the webhook serves (when enabled) and, on the leader, the
-    /// caches have synced.
-    /// Readiness never depends on leadership itself, so every replica serves the webhook.
-    pub fn ready(&self) -> bool {
-        if self.draining.load(Ordering::Relaxed) {
-            return false;
-        }
-        let webhook_ok = !self.webhook_enabled.load(Ordering::Relaxed)
-            || self.webhook_serving.load(Ordering::Relaxed);
-        let caches_ok =
-            !self.leader.load(Ordering::Relaxed) || self.caches_synced.load(Ordering::Relaxed);
-        webhook_ok && caches_ok
-    }
-}
-
-/// `/healthz` (live) and `/readyz` (ready) for the probes.
-pub fn health_router(health: Arc<Health>) -> Router {
-    Router::new()
-        .route("/healthz", get(|| async { (StatusCode::OK, "ok") }))
-        .route(
-            "/readyz",
-            get(move || {
-                let health = Arc::clone(&health);
-                async move {
-                    if health.ready() {
-                        (StatusCode::OK, "ready")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-                    }
-                }
-            }),
-        )
-}
-
-/// `/metrics` in the OpenMetrics text format.
-pub fn metrics_router(metrics: Metrics) -> Router {
-    Router::new().route(
-        "/metrics",
-        get(move || {
-            let metrics = metrics.clone();
-            async move {
-                match metrics.encode() {
-                    Ok(text) => ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response(),
-                    Err(_) => StatusCode::INTERNAL_SERVER_ERROR.into_response(),
-                }
-            }
-        }),
-    )
-}
-
-/// Bind a listener, with the address in the error.
-pub async fn bind(addr: SocketAddr) -> Result<TcpListener, ManagerError> {
-    TcpListener::bind(addr)
-        .await
-        .map_err(|source| ManagerError::Bind { addr, source })
-}
-
-/// Serve `router` on `listener` until `shutdown`, then finish in-flight requests.
-pub async fn serve(
-    name: &'static str,
-    listener: TcpListener,
-    router: Router,
+/// Run the manager with a given client until `shutdown` is cancelled.
+pub async fn run_with(
+    args: RunArgs,
+    client: Client,
     shutdown: CancellationToken,
 ) -> Result<(), ManagerError> {
+    let mut manager = Manager::new(&args, client, shutdown);
+    manager.serve_probes_and_metrics(&args)?;
+    manager.serve_webhook(&args);
+    manager.run_controllers(&args);
+    manager.supervise().await
+}
+
+/// Every subsystem's metrics, registered in one registry.
+struct Registered {
+    reconciler: ReconcilerMetrics,
+    ttl: TtlMetrics,
+    webhook: WebhookMetrics,
+    exposition: Metrics,
+}
+
+impl Registered {
+    fn new() -> Self {
+        let mut registry = Registry::default();
+        Self {
+            reconciler: ReconcilerMetrics::new(&mut registry),
+            ttl: TtlMetrics::new(&mut registry),
+            webhook: WebhookMetrics::new(&mut registry),
+            exposition: Metrics::new(registry),
+        }
+    }
+}
+
+/// The process: its shared state and its critical tasks.
+struct Manager {
+    client: Client,
+    /// The process is stopping.
+    shutdown: CancellationToken,
+    /// Cancelled `--shutdown-delay` after `shutdown` (at once without a webhook): in between,
+    /// the replica reports not ready but still answers admission requests.
+    servers_stop: CancellationToken,
+    health: Arc<Health>,
+    metrics: Registered,
+    tasks: JoinSet<(&'static str, Result<(), ManagerError>)>,
+}
+
+impl Manager {
+    fn new(args: &RunArgs, client: Client, shutdown: CancellationToken) -> Self {
+        let webhook_enabled = args.webhook_enabled();
+        let health = Health::new(webhook_enabled);
+        let servers_stop = CancellationToken::new();
+        let delay = if webhook_enabled {
+            args.shutdown_delay
+        } else {
+            Duration::ZERO
+        };
+        let (stopping, stop_servers, draining) =
+            (shutdown.clone(), servers_stop.clone(), Arc::clone(&health));
+        tokio::spawn(async move {
+            stopping.cancelled().await;
+            draining.set_draining();
+            tokio::time::sleep(delay).await;
+            stop_servers.cancel();
+        });
+        Self {
+            client,
+            shutdown,
+            servers_stop,
+            health,
+            metrics: Registered::new(),
+            tasks: JoinSet::new(),
+        }
+    }
+
+    /// Bind the probe and metrics listeners (a taken port fails the start) and serve them.
+    fn serve_probes_and_metrics(&mut self, args: &RunArgs) -> Result<(), ManagerError> {
+        let health = crate::net::bind(args.health_addr)?;
+        let metrics = crate::net::bind(args.metrics_addr)?;
+        info!(health = %local(&health), metrics = %local(&metrics), "listening");
+        let router = health_router(Arc::clone(&self.health));
+        self.spawn(
+            "health server",
+            serve_http("health", health, router, self.servers_stop.clone()),
+        );
+        let router = metrics_router(self.metrics.exposition.clone());
+        self.spawn(
+            "metrics server",
+            serve_http("metrics", metrics, router, self.servers_stop.clone()),
+        );
+        Ok(())
+    }
+
+    /// Serve the admission webhook when it has certificates; ready once they are loaded.
+    fn serve_webhook(&mut self, args: &RunArgs) {
+        if !args.webhook_enabled() {
+            info!(
+                cert_dir = %args.webhook.webhook_cert_dir.display(),
+                "no webhook certificates and no --webhook-self-signed: the admission webhook is not served"
+            );
+            return;
+        }
+        let serving = Arc::clone(&self.health);
+        let ready = move |addr: SocketAddr| {
+            info!(%addr, "webhook serving");
+            serving.set_webhook_serving(true);
+        };
+        let stopped = Arc::clone(&self.health);
+        let server = webhook::serve(
+            args.webhook.clone(),
+            Some(self.client.clone()),
+            self.metrics.webhook.clone(),
+            ready,
+            self.servers_stop.clone(),
+        );
+        self.spawn("webhook server", async move {
+            let result = server.await;
+            stopped.set_webhook_serving(false);
+            result.map_err(ManagerError::Webhook)
+        });
+    }
+
+    /// Run the controllers whenever this replica leads (always, without `--leader-elect`).
+    fn run_controllers(&mut self, args: &RunArgs) {
+        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let shared = Shared {
+            client: self.client.clone(),
+            clock: Arc::clone(&clock),
+            scope: args.scope(),
+            instance: args.pod_name.clone(),
+        };
+        let lease = args.lease();
+        let lease_api = lease
+            .as_ref()
+            .map(|l| Api::namespaced(self.client.clone(), &l.namespace));
+        let (reconciler_args, ttl_args) = (args.reconciler.clone(), args.ttl.clone());
+        let (reconciler_metrics, ttl_metrics) =
+            (self.metrics.reconciler.clone(), self.metrics.ttl.clone());
+        let health = Arc::clone(&self.health);
+        let work = move |token: CancellationToken| {
+            let synced = Arc::clone(&health);
+            let reconciler = cronjob::run(
+                shared.clone(),
+                reconciler_args.clone(),
+                reconciler_metrics.clone(),
+                move || synced.set_caches_synced(true),
+                token.clone(),
+            );
+            let ttl = ttl::run(
+                shared.clone(),
+                ttl_args.clone(),
+                ttl_metrics.clone(),
+                token.clone(),
+            );
+            drain_bounded(
+                async move { tokio::try_join!(reconciler, ttl).map(|_| ()) },
+                Arc::clone(&health),
+                token,
+            )
+        };
+        let elected = lease::lead(
+            lease_api,
+            lease,
+            clock,
+            Arc::clone(&self.health),
+            self.shutdown.clone(),
+            work,
+        );
+        self.spawn("controllers", async move {
+            elected.await.map_err(ManagerError::from)
+        });
+    }
+
+    fn spawn(
+        &mut self,
+        name: &'static str,
+        task: impl std::future::Future<Output = Result<(), ManagerError>> + Send + 'static,
+    ) {
+        self.tasks.spawn(async move { (name, task.await) });
+    }
+
+    /// Wait for every task. The first that fails, panics or ends unasked stops everything and
+    /// is the process's error.
+    async fn supervise(mut self) -> Result<(), ManagerError> {
+        let mut first_error = None;
+        while let Some(joined) = self.tasks.join_next().await {
+            let (name, result) = match joined {
+                Ok(done) => done,
+                Err(e) if e.is_panic() => ("task", Err(ManagerError::Panicked("a manager task"))),
+                Err(_) => continue,
+            };
+            let result = match result {
+                Ok(()) if !self.shutdown.is_cancelled() => Err(ManagerError::Ended(name)),
+                other => other,
+            };
+            if let Err(e) = result {
+                error!(task = name, error = %crate::telemetry::error_chain(&e), "critical task failed: stopping");
+                self.health.set_failed(format!("{name}: {e}"));
+                first_error.get_or_insert(e);
+                self.shutdown.cancel();
+            }
+        }
+        info!("stopped");
+        first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// Run `controllers` until `token` is cancelled; then they get [`DRAIN_LIMIT`] to finish
+/// in-flight reconciles ([`UNSYNCED_DRAIN_LIMIT`] if their caches never synced: kube-runtime
+/// holds a controller's work until its cache is ready, so an unreachable API server would hold
+/// the shutdown forever) and are dropped.
+async fn drain_bounded(
+    controllers: impl std::future::Future<Output = Result<(), Stopped>>,
+    health: Arc<Health>,
+    token: CancellationToken,
+) -> Result<(), Stopped> {
+    let drain = async {
+        token.cancelled().await;
+        let limit = if health.caches_synced() {
+            DRAIN_LIMIT
+        } else {
+            UNSYNCED_DRAIN_LIMIT
+        };
+        tokio::time::sleep(limit).await;
+        warn!(
+            ?limit,
+            "controllers still busy after shutdown; stopping them"
+        );
+    };
+    tokio::select! {
+        result = controllers => result,
+        () = drain => Ok(()),
+    }
+}
+
+/// Serve `router` on `listener` until `stop`, then finish in-flight requests.
+async fn serve_http(
+    name: &'static str,
+    listener: std::net::TcpListener,
+    router: Router,
+    stop: CancellationToken,
+) -> Result<(), ManagerError> {
+    let listener = tokio::net::TcpListener::from_std(listener)
+        .map_err(|source| ManagerError::Serve { name, source })?;
     axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
+        .with_graceful_shutdown(stop.cancelled_owned())
         .await
         .map_err(|source| ManagerError::Serve { name, source })
 }
 
-/// A token cancelled on the first SIGTERM or SIGINT. A second signal exits at once.
-pub fn shutdown_on_signal() -> CancellationToken {
-    let token = CancellationToken::new();
-    let cancel = token.clone();
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        info!("shutdown requested; draining");
-        cancel.cancel();
-        wait_for_signal().await;
-        warn!("second signal; exiting now");
-        std::process::exit(130);
-    });
-    token
-}
-
-async fn wait_for_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => {}
-                    _ = tokio::signal::ctrl_c() => {}
-                }
-            }
-            Err(_) => {
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// A client for the cluster in KUBECONFIG (or ~/.kube/config), or the in-cluster one.
-pub async fn client() -> Result<Client, ManagerError> {
-    let config = Config::infer().await.map_err(ManagerError::NoConfig)?;
-    Client::try_from(config).map_err(ManagerError::Client)
-}
-
-/// Make sure the CRD is there: apply it (server-side, as `kronjob`) when `install` is set and
-/// wait until it is established; otherwise check that it exists.
-pub async fn ensure_crd(client: Client, install: bool) -> Result<(), ManagerError> {
-    let api: Api<CustomResourceDefinition> = Api::all(client);
-    if install {
-        let crd = crate::api::crdgen::crd().map_err(ManagerError::CrdGen)?;
-        api.patch(
-            CRD_NAME,
-            &PatchParams::apply(FIELD_MANAGER).force(),
-            &Patch::Apply(&crd),
-        )
-        .await
-        .map_err(ManagerError::Crd)?;
-        info!(crd = CRD_NAME, "CRD applied");
-        let limit = Duration::from_secs(30);
-        tokio::time::timeout(
-            limit,
-            await_condition(api, CRD_NAME, conditions::is_crd_established()),
-        )
-        .await
-        .map_err(|_| ManagerError::CrdNotEstablished(limit))?
-        .map_err(|e| ManagerError::Crd(kube::Error::Service(Box::new(e))))?;
-        Ok(())
-    } else {
-        match api.get_opt(CRD_NAME).await.map_err(ManagerError::Crd)? {
-            Some(_) => Ok(()),
-            None => Err(ManagerError::CrdMissing),
-        }
-    }
-}
-
-/// Leader election settings (client-go defaults: lease 15 s, renew by 10 s).
-#[derive(Debug, Clone)]
-pub struct LeaseConfig {
-    /// Lease name.
-    pub name: String,
-    /// Lease namespace.
-    pub namespace: String,
-    /// This replica's identity.
-    pub identity: String,
-    /// How long a lease lasts without renewal, in seconds.
-    pub duration_seconds: u64,
-    /// How long before expiry the holder renews, in seconds (duration - renew deadline).
-    pub grace_seconds: u64,
-}
-
-/// Run `work` whenever this replica leads, until `shutdown`. Without a lease config the replica
-/// leads for its whole life. When leadership is lost, `work`'s token is cancelled at once and
-/// the replica goes back to waiting; on shutdown the lease is released.
-pub async fn lead<F, Fut>(
-    client: Client,
-    lease: Option<LeaseConfig>,
-    health: Arc<Health>,
-    shutdown: CancellationToken,
-    work: F,
-) -> Result<(), ManagerError>
-where
-    F: Fn(CancellationToken) -> Fut,
-    Fut: Future<Output = ()>,
-{
-    let Some(lease) = lease else {
-        health.set_leader(true);
-        work(shutdown.child_token()).await;
-        health.set_leader(false);
-        return Ok(());
-    };
-    let manager = LeaseManagerBuilder::new(client, lease.name.clone())
-        .with_namespace(lease.namespace.clone())
-        .with_identity(lease.identity.clone())
-        .with_duration(lease.duration_seconds)
-        .with_grace(lease.grace_seconds)
-        .build()
-        .await
-        .map_err(ManagerError::Lease)?;
-    let (mut leading, task) = manager.watch().await;
-    info!(lease = %lease.name, namespace = %lease.namespace, identity = %lease.identity, "waiting for leadership");
-    loop {
-        // Wait to lead (or to stop).
-        while !*leading.borrow_and_update() {
-            tokio::select! {
-                _ = shutdown.cancelled() => return release(leading, task).await,
-                changed = leading.changed() => {
-                    if changed.is_err() {
-                        return Err(ManagerError::LeaseStopped);
-                    }
-                }
-            }
-        }
-        info!(identity = %lease.identity, "leading: starting controllers");
-        health.set_leader(true);
-        let token = shutdown.child_token();
-        let run = work(token.clone());
-        tokio::pin!(run);
-        let lost = async {
-            loop {
-                if leading.changed().await.is_err() || !*leading.borrow_and_update() {
-                    return;
-                }
-            }
-        };
-        tokio::select! {
-            _ = &mut run => {}
-            _ = lost => {
-                warn!(identity = %lease.identity, "lost leadership: stopping controllers");
-                token.cancel();
-                run.await;
-            }
-        }
-        health.set_leader(false);
-        if shutdown.is_cancelled() {
-            return release(leading, task).await;
-        }
-    }
-}
-
-async fn release(
-    leading: tokio::sync::watch::Receiver<bool>,
-    task: tokio::task::JoinHandle<
-        Result<kube_lease_manager::LeaseManager, kube_lease_manager::LeaseManagerError>,
-    >,
-) -> Result<(), ManagerError> {
-    // Dropping the last receiver makes the lease task release the lease and end.
-    drop(leading);
-    match tokio::time::timeout(Duration::from_secs(5), task).await {
-        Ok(Ok(Ok(_))) => {
-            info!("lease released");
-            Ok(())
-        }
-        Ok(Ok(Err(e))) => Err(ManagerError::Lease(e)),
-        Ok(Err(_)) | Err(_) => Err(ManagerError::LeaseStopped),
-    }
-}
-
-/// This replica's identity for the lease: the pod name, or host name and process id.
-pub fn identity() -> String {
-    std::env::var("POD_NAME")
-        .ok()
-        .filter(|n| !n.is_empty())
-        .unwrap_or_else(|| {
-            let host = std::env::var("HOSTNAME").unwrap_or_else(|_| "kronjob".to_string());
-            format!("{host}-{}", std::process::id())
-        })
-}
-
-/// Parse a listen address; `:8080` means every interface.
-pub fn parse_listen_addr(text: &str) -> Result<SocketAddr, String> {
-    let full = if text.starts_with(':') {
-        format!("0.0.0.0{text}")
-    } else {
-        text.to_string()
-    };
-    full.parse()
-        .map_err(|e| format!("invalid address {text:?} (want HOST:PORT or :PORT): {e}"))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn readiness_waits_for_webhook_and_leader_caches() {
-        let h = Health::new(true);
-        assert!(!h.ready(), "webhook not serving yet");
-        h.set_webhook_serving(true);
-        assert!(h.ready(), "a follower with a serving webhook is ready");
-        h.set_leader(true);
-        assert!(!h.ready(), "a new leader waits for its caches");
-        h.set_caches_synced(true);
-        assert!(h.ready());
-        h.set_leader(false);
-        assert!(
-            h.ready(),
-            "losing leadership does not make the webhook unready"
-        );
-        let no_webhook = Health::new(false);
-        assert!(no_webhook.ready());
-    }
-
-    #[test]
-    fn listen_addresses() {
-        assert_eq!(
-            parse_listen_addr(":8080"),
-            Ok("0.0.0.0:8080".parse().expect("addr"))
-        );
-        assert_eq!(
-            parse_listen_addr("127.0.0.1:9"),
-            Ok("127.0.0.1:9".parse().expect("addr"))
-        );
-        assert!(parse_listen_addr("8080").is_err());
-        assert!(parse_listen_addr("nohost:x").is_err());
-    }
+fn local(listener: &std::net::TcpListener) -> String {
+    listener
+        .local_addr()
+        .map(|a| a.to_string())
+        .unwrap_or_else(|_| "?".into())
 }

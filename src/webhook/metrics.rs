@@ -69,11 +69,6 @@ impl WebhookMetrics {
         WebhookMetrics { duration, panics }
     }
 
-    /// Metrics registered nowhere, for tests and benches.
-    pub fn unregistered() -> Self {
-        Self::new(&mut Registry::default())
-    }
-
     /// Record one answered request.
     pub fn observe(&self, path: &'static str, result: Outcome, elapsed: Duration) {
         self.duration

@@ -1,5 +1,5 @@
-//! The HTTP side: routes, the hardening layers and the handlers (a thin transport over
-//! [`super::admission::admit`]).
+//! The HTTP side: routes, the hardening layers, the handlers (a thin transport over
+//! [`super::admission::admit`]) and the TLS server loop.
 
 use std::any::Any;
 use std::time::{Duration, Instant};
@@ -15,7 +15,11 @@ use tower::limit::GlobalConcurrencyLimitLayer;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::timeout::TimeoutLayer;
 
+use tokio_util::sync::CancellationToken;
+
+use super::WebhookError;
 use super::admission::{BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit};
+use super::certs::Loaded;
 use super::metrics::{Outcome, WebhookMetrics};
 
 /// Longest time a request may take before it is answered with 503. The API server's own
@@ -25,6 +29,8 @@ pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
 pub const MAX_CONCURRENT_REQUESTS: usize = 256;
 /// Path of the health endpoint.
 pub const HEALTHZ_PATH: &str = "/healthz";
+/// How long open connections may finish their requests after shutdown is asked for.
+pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The webhook's routes with the hardening layers: `POST` [`MUTATE_PATH`], `POST`
 /// [`VALIDATE_PATH`] and `GET` [`HEALTHZ_PATH`].
@@ -39,8 +45,8 @@ pub fn router(metrics: WebhookMetrics) -> Router {
 
 /// Wrap `routes` in the layers every webhook route gets: a caught panic becomes a 500 answer
 /// and is counted, requests time out after [`REQUEST_TIMEOUT`], and at most
-/// [`MAX_CONCURRENT_REQUESTS`] run at once. Public so that tests can harden their own routes.
-pub fn harden(routes: Router, metrics: &WebhookMetrics) -> Router {
+/// [`MAX_CONCURRENT_REQUESTS`] run at once.
+fn harden(routes: Router, metrics: &WebhookMetrics) -> Router {
     let counter = metrics.clone();
     let on_panic = move |panic: Box<dyn Any + Send>| {
         counter.panicked();
@@ -61,6 +67,42 @@ pub fn harden(routes: Router, metrics: &WebhookMetrics) -> Router {
             ))
             .layer(GlobalConcurrencyLimitLayer::new(MAX_CONCURRENT_REQUESTS)),
     )
+}
+
+/// Serve `app` over TLS on `listener` until `shutdown`; `keep_fresh` runs alongside. `ready`
+/// gets the bound address once the server accepts connections.
+pub async fn run(
+    listener: std::net::TcpListener,
+    certs: Loaded,
+    app: Router,
+    ready: impl FnOnce(std::net::SocketAddr) + Send + 'static,
+    shutdown: CancellationToken,
+) -> Result<(), WebhookError> {
+    let handle = axum_server::Handle::new();
+    let announce = {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            if let Some(addr) = handle.listening().await {
+                ready(addr);
+            }
+        })
+    };
+    let stopper = {
+        let handle = handle.clone();
+        tokio::spawn(async move {
+            shutdown.cancelled().await;
+            handle.graceful_shutdown(Some(DRAIN_TIMEOUT));
+        })
+    };
+    let keep_fresh = tokio::spawn(certs.keep_fresh);
+    let result = match axum_server::from_tcp_rustls(listener, certs.config) {
+        Ok(server) => server.handle(handle).serve(app.into_make_service()).await,
+        Err(e) => Err(e),
+    };
+    keep_fresh.abort();
+    stopper.abort();
+    announce.abort();
+    result.map_err(WebhookError::Serve)
 }
 
 async fn mutate(State(metrics): State<WebhookMetrics>, headers: HeaderMap, body: Body) -> Response {
@@ -134,4 +176,64 @@ fn bad_request(bad: &BadRequest) -> (Outcome, Response) {
 fn error_response(status: StatusCode, reason: &str) -> Response {
     let body = serde_json::json!({ "error": reason }).to_string();
     (status, [(header::CONTENT_TYPE, "application/json")], body).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    async fn boom() -> &'static str {
+        panic!("handler bug")
+    }
+
+    #[tokio::test]
+    async fn a_panicking_handler_is_caught_and_counted() {
+        let mut registry = prometheus_client::registry::Registry::default();
+        let metrics = WebhookMetrics::new(&mut registry);
+        let routes = Router::new()
+            .route("/boom", get(boom))
+            .route("/fine", get(|| async { "fine" }));
+        let app = harden(routes, &metrics);
+        for _ in 0..2 {
+            let r = app
+                .clone()
+                .oneshot(Request::get("/boom").body(Body::empty()).expect("request"))
+                .await
+                .expect("infallible");
+            assert_eq!(r.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        }
+        let r = app
+            .clone()
+            .oneshot(Request::get("/fine").body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        assert_eq!(r.status(), StatusCode::OK);
+        assert_eq!(metrics.panic_count(), 2);
+        let mut text = String::new();
+        prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
+        assert!(text.contains("kronjob_webhook_panics_total 2"), "{text}");
+    }
+
+    async fn stuck() -> &'static str {
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        "late"
+    }
+
+    #[tokio::test]
+    async fn a_stuck_request_times_out_with_503() {
+        let metrics = WebhookMetrics::new(&mut Default::default());
+        let app = harden(Router::new().route("/stuck", get(stuck)), &metrics);
+        let started = std::time::Instant::now();
+        let r = app
+            .oneshot(Request::get("/stuck").body(Body::empty()).expect("request"))
+            .await
+            .expect("infallible");
+        assert_eq!(r.status(), StatusCode::SERVICE_UNAVAILABLE);
+        let waited = started.elapsed();
+        assert!(waited >= REQUEST_TIMEOUT, "{waited:?}");
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
+    }
 }

@@ -1,34 +1,15 @@
-//! TLS for the webhook server: rustls with the ring provider, certificates from PEM, and
-//! reloading a certificate directory without dropping the listener.
+//! TLS for the webhook server: a rustls configuration (ring provider) from PEM. Pure: where
+//! the PEM comes from is [`super::certs`]'s business.
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-use axum_server::tls_rustls::RustlsConfig;
 use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
-/// File name of the serving certificate chain in the certificate directory.
-pub const CERT_FILE: &str = "tls.crt";
-/// File name of the private key in the certificate directory.
-pub const KEY_FILE: &str = "tls.key";
-/// How often the certificate directory is re-read.
-pub const RELOAD_INTERVAL: Duration = Duration::from_secs(10);
-
 /// Why a certificate and key could not be used.
 #[derive(Debug, thiserror::Error)]
 pub enum TlsError {
-    /// A file could not be read.
-    #[error("cannot read {path}")]
-    Read {
-        /// The file.
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
     /// The certificate PEM holds no certificate or does not parse.
     #[error("invalid certificate PEM")]
     Certificate(#[source] rustls_pki_types::pem::Error),
@@ -62,66 +43,4 @@ pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<ServerConfig
         .map_err(TlsError::Rustls)?;
     config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
     Ok(Arc::new(config))
-}
-
-/// The PEM contents of `tls.crt` and `tls.key` in `dir`.
-pub async fn read_pair(dir: &Path) -> Result<(Vec<u8>, Vec<u8>), TlsError> {
-    let read = |name: &'static str| {
-        let path = dir.join(name);
-        async move {
-            tokio::fs::read(&path)
-                .await
-                .map_err(|source| TlsError::Read { path, source })
-        }
-    };
-    Ok((read(CERT_FILE).await?, read(KEY_FILE).await?))
-}
-
-/// Load the pair in `dir` as an axum-server configuration.
-pub async fn load_dir(dir: &Path) -> Result<(RustlsConfig, (Vec<u8>, Vec<u8>)), TlsError> {
-    let pair = read_pair(dir).await?;
-    let config = server_config(&pair.0, &pair.1)?;
-    Ok((RustlsConfig::from_config(config), pair))
-}
-
-/// Re-read `dir` every `every` and swap the served certificate when the files changed. The
-/// listener keeps running; connections already open keep their certificate. A pair that does
-/// not load is logged and the previous one stays in use. `current` is the pair served now.
-/// Runs until dropped (spawn it and abort it when the server stops).
-pub async fn watch_dir(
-    dir: PathBuf,
-    config: RustlsConfig,
-    mut current: (Vec<u8>, Vec<u8>),
-    every: Duration,
-) {
-    // The last pair that failed, so a bad pair is reported once rather than every tick.
-    let mut rejected: Option<(Vec<u8>, Vec<u8>)> = None;
-    let mut ticker = tokio::time::interval(every);
-    ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    ticker.tick().await;
-    loop {
-        ticker.tick().await;
-        let pair = match read_pair(&dir).await {
-            Ok(pair) => pair,
-            Err(e) => {
-                tracing::warn!(error = %e, dir = %dir.display(), "cannot read the webhook certificate; keeping the current one");
-                continue;
-            }
-        };
-        if pair == current || rejected.as_ref() == Some(&pair) {
-            continue;
-        }
-        match server_config(&pair.0, &pair.1) {
-            Ok(new) => {
-                config.reload_from_config(new);
-                tracing::info!(dir = %dir.display(), "webhook certificate reloaded");
-                current = pair;
-                rejected = None;
-            }
-            Err(e) => {
-                tracing::error!(error = %e, source = ?std::error::Error::source(&e), dir = %dir.display(), "new webhook certificate is unusable; keeping the current one");
-                rejected = Some(pair);
-            }
-        }
-    }
 }

@@ -143,3 +143,40 @@ impl Client {
         (status, body.to_vec())
     }
 }
+
+/// The real webhook server on an ephemeral loopback port, serving the pair in `dir` (re-read
+/// every `reload`): its address, the token that stops it, and its task.
+pub async fn serve_dir(
+    dir: &Path,
+    reload: std::time::Duration,
+) -> (
+    SocketAddr,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<Result<(), kronjob::webhook::WebhookError>>,
+) {
+    let args = kronjob::webhook::WebhookArgs {
+        webhook_addr: "127.0.0.1:0".parse().expect("addr"),
+        webhook_cert_dir: dir.to_path_buf(),
+        webhook_cert_reload_interval: reload,
+        webhook_self_signed: false,
+        webhook_service_name: "kronjob-webhook".into(),
+        webhook_namespace: "kronjob-system".into(),
+    };
+    let metrics = kronjob::webhook::WebhookMetrics::new(&mut Default::default());
+    let stop = tokio_util::sync::CancellationToken::new();
+    let (tx, rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(kronjob::webhook::serve(
+        args,
+        None,
+        metrics,
+        move |addr| {
+            let _ = tx.send(addr);
+        },
+        stop.clone(),
+    ));
+    let addr = tokio::time::timeout(std::time::Duration::from_secs(10), rx)
+        .await
+        .expect("webhook ready within 10 s")
+        .expect("webhook announced its address");
+    (addr, stop, server)
+}

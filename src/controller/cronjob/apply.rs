@@ -7,10 +7,9 @@ use kube::runtime::events::{Event, EventType};
 use kube::{Api, Resource};
 
 use super::plan::{Action, DeleteReason, Plan, events};
-use super::status::job_ref;
 use super::{Context, Error};
 use crate::api::{CronJob, CronJobStatus};
-use crate::controller::index::controller_uid;
+use crate::controller::jobs::{controller_uid, job_ref};
 
 /// What applying a plan produced.
 #[derive(Debug)]
@@ -120,7 +119,7 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
                                 .max(0.0);
                             ctx.metrics.job_creation_skew.observe(skew);
                         }
-                        status.active.push(job_ref(&created));
+                        status.push_active(job_ref(&created));
                     }
                     Err(kube::Error::Api(s)) if s.is_already_exists() => {
                         let existing = match jobs.get(&name).await {
@@ -142,7 +141,7 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
                                 .iter()
                                 .any(|r| r.uid.is_some() && r.uid == existing.metadata.uid)
                             {
-                                status.active.push(job_ref(&existing));
+                                status.push_active(job_ref(&existing));
                             }
                         } else {
                             status.last_schedule_time = previous_schedule.clone();
@@ -161,8 +160,6 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
                             )
                             .await;
                         }
-                        status.active_count =
-                            i32::try_from(status.active.len()).unwrap_or(i32::MAX);
                         return Applied {
                             status,
                             error: Some(Error::Kube(e)),
@@ -172,7 +169,6 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
             }
         }
     }
-    status.active_count = i32::try_from(status.active.len()).unwrap_or(i32::MAX);
     Applied {
         status,
         error: None,

@@ -40,7 +40,13 @@ pub struct ReconcilerMetrics {
 impl ReconcilerMetrics {
     /// Create the metrics and register them in `registry`.
     pub fn new(registry: &mut Registry) -> Self {
-        let m = Self::unregistered();
+        let m = Self {
+            job_creation_skew: Histogram::new(SKEW_BUCKETS),
+            reconciles: Counter::default(),
+            reconcile_duration: Histogram::new(DURATION_BUCKETS),
+            reconcile_errors: Family::default(),
+            managed_cronjobs: Gauge::default(),
+        };
         registry.register(
             "kronjob_job_creation_skew_seconds",
             "Time from a Job's scheduled time to its creation",
@@ -67,17 +73,6 @@ impl ReconcilerMetrics {
             m.managed_cronjobs.clone(),
         );
         m
-    }
-
-    /// Metrics not registered anywhere; for tests.
-    pub fn unregistered() -> Self {
-        Self {
-            job_creation_skew: Histogram::new(SKEW_BUCKETS),
-            reconciles: Counter::default(),
-            reconcile_duration: Histogram::new(DURATION_BUCKETS),
-            reconcile_errors: Family::default(),
-            managed_cronjobs: Gauge::default(),
-        }
     }
 }
 

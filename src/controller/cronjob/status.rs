@@ -1,8 +1,6 @@
-//! Status helpers: Job state, metav1 condition semantics, the status patch body.
+//! Status helpers: the `Ready` condition with metav1 semantics, and the status patch body.
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
 use crate::api::CronJobStatus;
@@ -24,63 +22,6 @@ pub mod reason {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// The CronJob is being deleted.
     pub const TERMINATING: &str = "Terminating";
-}
-
-/// How a Job ended, if it did.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
-    /// Condition `Complete=True`.
-    Complete,
-    /// Condition `Failed=True`.
-    Failed,
-}
-
-/// Whether `job` finished, and how (upstream `IsJobFinished`).
-pub fn finished(job: &Job) -> Option<Finished> {
-    let conditions = job.status.as_ref()?.conditions.as_deref()?;
-    conditions
-        .iter()
-        .find_map(|c| match (c.type_.as_str(), c.status.as_str()) {
-            ("Complete", "True") => Some(Finished::Complete),
-            ("Failed", "True") => Some(Finished::Failed),
-            _ => None,
-        })
-}
-
-/// When a finished Job finished: completionTime for Complete, else the finishing condition's
-/// lastTransitionTime.
-pub fn finished_at(job: &Job) -> Option<Timestamp> {
-    let status = job.status.as_ref()?;
-    match finished(job)? {
-        Finished::Complete => status
-            .completion_time
-            .as_ref()
-            .map(|t| t.0)
-            .or_else(|| condition_time(job, "Complete")),
-        Finished::Failed => condition_time(job, "Failed"),
-    }
-}
-
-fn condition_time(job: &Job, type_: &str) -> Option<Timestamp> {
-    job.status
-        .as_ref()?
-        .conditions
-        .as_deref()?
-        .iter()
-        .find(|c| c.type_ == type_ && c.status == "True")
-        .and_then(|c| c.last_transition_time.as_ref().map(|t| t.0))
-}
-
-/// The reference stored in `status.active` for a Job.
-pub fn job_ref(job: &Job) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("batch/v1".into()),
-        kind: Some("Job".into()),
-        name: job.metadata.name.clone(),
-        namespace: job.metadata.namespace.clone(),
-        uid: job.metadata.uid.clone(),
-        ..Default::default()
-    }
 }
 
 /// Set condition `type_` with metav1 semantics: `lastTransitionTime` moves only when `status`
@@ -134,7 +75,6 @@ pub fn status_patch(status: &CronJobStatus) -> serde_json::Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
 
     fn t(s: &str) -> Timestamp {
         s.parse().expect("timestamp")
@@ -156,23 +96,6 @@ mod tests {
         assert_eq!(c[0].last_transition_time, Time(t2));
         assert_eq!(c[0].status, "False");
         assert_eq!(c[0].reason, "Suspended");
-    }
-
-    #[test]
-    fn finished_reads_conditions() {
-        let mut job = Job::default();
-        assert_eq!(finished(&job), None);
-        job.status = Some(JobStatus {
-            conditions: Some(vec![JobCondition {
-                type_: "Failed".into(),
-                status: "True".into(),
-                last_transition_time: Some(Time(t("2024-01-01T00:00:05Z"))),
-                ..Default::default()
-            }]),
-            ..Default::default()
-        });
-        assert_eq!(finished(&job), Some(Finished::Failed));
-        assert_eq!(finished_at(&job), Some(t("2024-01-01T00:00:05Z")));
     }
 
     #[test]

@@ -1,11 +1,14 @@
 //! Pure TTL-after-finished decisions (KEP-592): is an object a candidate, when did it finish,
-//! and how long until it may be deleted. No API calls; the current time is passed in.
+//! and how long until it may be deleted. No API calls; the current time is passed in. A Job's
+//! finish (upstream: the `lastTransitionTime` of its `Complete` or `Failed` condition) is
+//! [`jobs::finish`], the definition the CronJob reconciler uses too.
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::{ANNOTATION_POD_TTL, GROUP, VERSION};
+use crate::api::ANNOTATION_POD_TTL;
+use crate::controller::jobs;
 
 /// What the TTL controller should do with one object, as of a given instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,35 +40,6 @@ pub enum DecisionError {
     },
 }
 
-/// The `apiVersion` of our CronJob in owner references.
-fn cronjob_api_version() -> String {
-    format!("{GROUP}/{VERSION}")
-}
-
-/// Whether the Job's controller owner reference is a kronjob `CronJob`.
-pub fn is_owned_by_kronjob(job: &Job) -> bool {
-    let api_version = cronjob_api_version();
-    job.metadata
-        .owner_references
-        .iter()
-        .flatten()
-        .any(|o| o.controller == Some(true) && o.kind == "CronJob" && o.api_version == api_version)
-}
-
-/// The time a Job finished: `lastTransitionTime` of its first `Complete` or `Failed` condition
-/// with status `True` (not `status.completionTime`, which only exists on success).
-///
-/// `None` if the Job is not finished; `Some(None)` if it is finished but the time is missing.
-pub fn job_finish_time(job: &Job) -> Option<Option<Timestamp>> {
-    job.status
-        .as_ref()?
-        .conditions
-        .iter()
-        .flatten()
-        .find(|c| (c.type_ == "Complete" || c.type_ == "Failed") && c.status == "True")
-        .map(|c| c.last_transition_time.as_ref().map(|t| t.0))
-}
-
 /// The TTL state of a Job at `now`.
 pub fn job_ttl_state(job: &Job, now: Timestamp) -> TtlState {
     if job.metadata.deletion_timestamp.is_some() {
@@ -74,10 +48,12 @@ pub fn job_ttl_state(job: &Job, now: Timestamp) -> TtlState {
     let Some(ttl) = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) else {
         return TtlState::NotCandidate;
     };
-    match job_finish_time(job) {
+    match jobs::finish(job) {
         None => TtlState::NotCandidate,
-        Some(None) => TtlState::Error(DecisionError::MissingFinishTime),
-        Some(Some(finished)) => expiry(finished, i64::from(ttl), now),
+        Some(jobs::Finish { at: None, .. }) => TtlState::Error(DecisionError::MissingFinishTime),
+        Some(jobs::Finish {
+            at: Some(finished), ..
+        }) => expiry(finished, i64::from(ttl), now),
     }
 }
 
@@ -297,8 +273,15 @@ mod tests {
                 TtlState::Wait(secs(30)),
             ),
             (
-                "finished without lastTransitionTime",
+                "complete without lastTransitionTime: completionTime",
                 job(Some(0), json!([cond("Complete", "True", None)]), false),
+                TtlState::Expired {
+                    expired_at: ts("2024-03-10T00:00:00Z"),
+                },
+            ),
+            (
+                "failed without lastTransitionTime: unknown",
+                job(Some(0), json!([cond("Failed", "True", None)]), false),
                 TtlState::Error(DecisionError::MissingFinishTime),
             ),
             (
@@ -347,38 +330,6 @@ mod tests {
                 expired_at: ts("2024-03-10T12:00:30Z")
             }
         );
-    }
-
-    #[test]
-    fn ownership_needs_a_controller_reference_to_our_cronjob() {
-        let with_owner = |api_version: &str, kind: &str, controller: Option<bool>| -> Job {
-            serde_json::from_value(json!({"metadata": {"name": "j", "ownerReferences": [{
-                "apiVersion": api_version, "kind": kind, "name": "c", "uid": "o",
-                "controller": controller,
-            }]}}))
-            .expect("job JSON")
-        };
-        assert!(is_owned_by_kronjob(&with_owner(
-            "batch.kronjob.dev/v1",
-            "CronJob",
-            Some(true)
-        )));
-        assert!(!is_owned_by_kronjob(&with_owner(
-            "batch/v1",
-            "CronJob",
-            Some(true)
-        )));
-        assert!(!is_owned_by_kronjob(&with_owner(
-            "batch.kronjob.dev/v1",
-            "CronJob",
-            None
-        )));
-        assert!(!is_owned_by_kronjob(&with_owner(
-            "batch.kronjob.dev/v1",
-            "Other",
-            Some(true)
-        )));
-        assert!(!is_owned_by_kronjob(&Job::default()));
     }
 
     /// A Pod from JSON pieces.

@@ -10,7 +10,7 @@
 //! keeps a finished Pod visible longer.
 //!
 //! Waiting is exact: an object whose TTL has not expired is requeued for `finish + ttl` (capped at
-//! [`MAX_REQUEUE`]); nothing polls. The controller is kube-runtime's [`applier`] (the engine
+//! [`crate::controller::MAX_REQUEUE`]); nothing polls. The controller is kube-runtime's [`applier`] (the engine
 //! behind `Controller`), fed by a watcher that strips managedFields and other bulk from cached
 //! objects, with bounded concurrency and per-object exponential backoff on errors.
 //!
@@ -26,8 +26,6 @@ mod tests;
 
 use std::collections::HashMap;
 use std::fmt::Debug;
-use std::future::Future;
-use std::hash::{BuildHasher, Hash, Hasher, RandomState};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -35,10 +33,10 @@ use futures::{FutureExt, StreamExt, future};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{Pod, PodSpec, PodTemplateSpec};
+use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
 use kube::runtime::controller::{Action, Config as ApplierConfig, trigger_self};
-use kube::runtime::events::{Event, EventType, Recorder, Reporter};
+use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, applier, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -48,25 +46,20 @@ use tracing::{debug, info, warn};
 
 use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
 use crate::clock::Clock;
-use decision::{DecisionError, TtlState, is_owned_by_kronjob};
+use crate::controller::backoff::{self, Failures};
+use crate::controller::jobs;
+use crate::controller::{Shared, Stopped};
+use decision::{DecisionError, TtlState};
 pub use metrics::{ObjectKind, TtlMetrics};
+use tokio_util::sync::CancellationToken;
 
-/// The longest single requeue: kube-runtime's delay queue cannot hold much more than a couple of
-/// years, and re-deciding twice a year costs nothing.
-pub const MAX_REQUEUE: Duration = Duration::from_secs(182 * 24 * 3600);
 /// Reconciles (and so API calls) in flight at once, over all watched kinds and namespaces.
 pub const CONCURRENCY: u16 = 8;
-/// First retry delay after an error.
-const BACKOFF_MIN: Duration = Duration::from_secs(5);
-/// Largest base retry delay; with up to 20 % jitter on top, retries stay within 5 minutes.
-const BACKOFF_MAX_BASE: Duration = Duration::from_secs(250);
-/// Bound of the per-object bookkeeping maps (failure counts, warned Pods).
-const BOOKKEEPING_CAP: usize = 10_000;
+/// Bound of the warned-Pods map.
+const WARNED_CAP: usize = 10_000;
 /// Pod phases that are not terminal; everything else is worth watching.
 const POD_FIELD_SELECTOR: &str =
     "status.phase!=Pending,status.phase!=Running,status.phase!=Unknown";
-/// The `reportingController` of our Events.
-const REPORTER: &str = "kronjob";
 
 /// Command-line options of the TTL controller.
 #[derive(clap::Args, Debug, Clone)]
@@ -211,12 +204,12 @@ impl TtlObject for Job {
     }
 
     fn finish_time(&self) -> Option<Timestamp> {
-        decision::job_finish_time(self).flatten()
+        jobs::finish(self).and_then(|f| f.at)
     }
 
     fn in_scope(&self, scope: TtlScope) -> bool {
         match scope {
-            TtlScope::Owned => is_owned_by_kronjob(self),
+            TtlScope::Owned => jobs::is_controlled_by_kronjob(self),
             TtlScope::All => true,
             TtlScope::Off => false,
         }
@@ -242,10 +235,7 @@ impl TtlObject for Job {
     }
 
     fn slim(&mut self) {
-        self.metadata.managed_fields = None;
-        if let Some(spec) = self.spec.as_mut() {
-            spec.template = PodTemplateSpec::default();
-        }
+        jobs::slim(self);
     }
 }
 
@@ -300,11 +290,9 @@ struct Context {
     /// Bounds API calls in flight over all pipelines.
     permits: Semaphore,
     /// Consecutive failures per object (`kind/namespace/name`), for backoff.
-    failures: Mutex<HashMap<String, u32>>,
+    failures: Failures<String>,
     /// Pods (by UID) already warned about, with the bad value warned about.
     warned: Mutex<HashMap<String, String>>,
-    /// Random keys for jitter.
-    jitter_seed: RandomState,
 }
 
 impl Debug for Context {
@@ -317,36 +305,23 @@ impl Debug for Context {
 }
 
 impl Context {
-    fn new(client: Client, clock: Arc<dyn Clock>, metrics: TtlMetrics, scope: TtlScope) -> Self {
+    fn new(
+        client: Client,
+        clock: Arc<dyn Clock>,
+        metrics: TtlMetrics,
+        scope: TtlScope,
+        instance: Option<String>,
+    ) -> Self {
         Self {
-            recorder: Recorder::new(client.clone(), Reporter::from(REPORTER)),
+            recorder: crate::controller::recorder(client.clone(), instance),
             client,
             clock,
             metrics,
             scope,
             permits: Semaphore::new(usize::from(CONCURRENCY)),
-            failures: Mutex::default(),
+            failures: Failures::default(),
             warned: Mutex::default(),
-            jitter_seed: RandomState::new(),
         }
-    }
-
-    /// Count one more failure of `key` and return how many there have been in a row.
-    fn record_failure(&self, key: String) -> u32 {
-        let mut failures = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-        if failures.len() >= BOOKKEEPING_CAP && !failures.contains_key(&key) {
-            failures.clear();
-        }
-        let n = failures.entry(key).or_insert(0);
-        *n = n.saturating_add(1);
-        *n
-    }
-
-    fn clear_failures(&self, key: &str) {
-        self.failures
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .remove(key);
     }
 
     fn forget_warning<K: TtlObject>(&self, obj: &K) {
@@ -357,32 +332,11 @@ impl Context {
             }
         }
     }
-
-    /// A number in `[0, 1)`, different per call.
-    fn jitter(&self, key: &str, attempt: u32) -> f64 {
-        let mut hasher = self.jitter_seed.build_hasher();
-        key.hash(&mut hasher);
-        attempt.hash(&mut hasher);
-        std::time::Instant::now().hash(&mut hasher);
-        // 53 random bits make an exact f64 fraction.
-        (hasher.finish() >> 11) as f64 / (1u64 << 53) as f64
-    }
 }
 
-/// The retry delay after `attempt` consecutive failures (1-based): 5 s doubling up to 250 s,
-/// plus `jitter` (in `[0, 1)`) times 20 %, so between 5 s and 5 min.
-pub fn backoff_delay(attempt: u32, jitter: f64) -> Duration {
-    let doublings = attempt.saturating_sub(1).min(16);
-    let base = BACKOFF_MIN
-        .saturating_mul(1u32 << doublings)
-        .min(BACKOFF_MAX_BASE);
-    base.mul_f64(1.0 + 0.2 * jitter.clamp(0.0, 1.0))
-}
-
-/// `remaining` as a requeue delay, capped at [`MAX_REQUEUE`].
+/// `remaining` as a requeue delay, capped at [`crate::controller::MAX_REQUEUE`].
 fn requeue_for(remaining: SignedDuration) -> Action {
-    let remaining = Duration::try_from(remaining).unwrap_or(Duration::ZERO);
-    Action::requeue(remaining.min(MAX_REQUEUE))
+    crate::controller::requeue(Duration::try_from(remaining).unwrap_or(Duration::ZERO))
 }
 
 fn failure_key<K: TtlObject>(obj: &K) -> String {
@@ -397,7 +351,7 @@ fn failure_key<K: TtlObject>(obj: &K) -> String {
 /// One reconcile, with the failure count cleared on success.
 async fn reconcile<K: TtlObject>(obj: Arc<K>, ctx: Arc<Context>) -> Result<Action, Error> {
     let action = reconcile_inner(&*obj, &ctx).await?;
-    ctx.clear_failures(&failure_key(&*obj));
+    ctx.failures.clear(&failure_key(&*obj));
     Ok(action)
 }
 
@@ -542,7 +496,7 @@ async fn undecidable<K: TtlObject>(
         });
     }
     let mut warned = ctx.warned.lock().unwrap_or_else(|e| e.into_inner());
-    if warned.len() >= BOOKKEEPING_CAP {
+    if warned.len() >= WARNED_CAP {
         warned.clear();
     }
     warned.insert(uid, value.clone());
@@ -557,11 +511,11 @@ fn error_policy<K: TtlObject>(obj: Arc<K>, error: &Error, ctx: Arc<Context>) -> 
 /// Count and log the error; the delay before the next attempt at `obj`.
 fn retry_delay<K: TtlObject>(obj: &K, error: &Error, ctx: &Context) -> Duration {
     let key = failure_key(obj);
-    let attempt = ctx.record_failure(key.clone());
-    let delay = backoff_delay(attempt, ctx.jitter(&key, attempt));
+    let attempt = ctx.failures.record(&key);
+    let delay = backoff::retry_delay(attempt);
     ctx.metrics.error(K::KIND, error.category());
     warn!(
-        error = &*display_chain(error),
+        error = &*crate::telemetry::error_chain(error),
         attempt,
         retry_in_s = delay.as_secs_f64(),
         "TTL reconcile failed"
@@ -569,31 +523,15 @@ fn retry_delay<K: TtlObject>(obj: &K, error: &Error, ctx: &Context) -> Duration 
     delay
 }
 
-/// An error with its sources, `a: b: c`.
-fn display_chain(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        text.push_str(": ");
-        text.push_str(&cause.to_string());
-        source = cause.source();
-    }
-    text
-}
-
 /// Watch `api` and reconcile every object until `shutdown`.
-async fn pipeline<K: TtlObject>(
-    api: Api<K>,
-    ctx: Arc<Context>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
+async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) {
     let (reader, writer) = reflector::store();
     let objects = watcher(api, K::watch_config(ctx.scope))
         .backoff(super::backoff::watch_backoff())
         .modify(K::slim)
         .reflect(writer)
         .applied_objects();
-    let queue = trigger_self(objects, ()).take_until(shutdown);
+    let queue = trigger_self(objects, ()).take_until(shutdown.cancelled_owned());
     applier(
         |obj, ctx| Box::pin(reconcile::<K>(obj, ctx)),
         error_policy::<K>,
@@ -606,63 +544,54 @@ async fn pipeline<K: TtlObject>(
         match result {
             Ok((obj, action)) => debug!(%obj, ?action, "reconciled"),
             Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
-            Err(error) => warn!(error = &*display_chain(&error), "TTL controller"),
+            Err(error) => warn!(
+                error = &*crate::telemetry::error_chain(&error),
+                "TTL controller"
+            ),
         }
         future::ready(())
     })
     .await;
 }
 
-/// Run the TTL-after-finished controller until `shutdown` resolves; run it on the leader only.
+/// Run the TTL-after-finished controller until `shutdown` is cancelled; run it on the leader.
 ///
-/// `namespaces` empty means all namespaces; otherwise one watch per namespace. Returns at once if
-/// `args` disables both Jobs and Pods.
+/// One watch per kind (Jobs, and Pods with `--ttl-pods`) and namespace in scope, or
+/// cluster-wide. Returns at once if `args` disables both Jobs and Pods.
 pub async fn run(
-    client: Client,
+    shared: Shared,
     args: TtlArgs,
-    clock: Arc<dyn Clock>,
     metrics: TtlMetrics,
-    namespaces: Vec<String>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) {
-    let shutdown = shutdown.shared();
-    let ctx = Arc::new(Context::new(client.clone(), clock, metrics, args.ttl_jobs));
+    shutdown: CancellationToken,
+) -> Result<(), Stopped> {
+    let ctx = Arc::new(Context::new(
+        shared.client.clone(),
+        shared.clock.clone(),
+        metrics,
+        args.ttl_jobs,
+        shared.instance.clone(),
+    ));
     let mut pipelines = Vec::new();
-    let mut namespaces = namespaces;
-    namespaces.sort();
-    namespaces.dedup();
-    let scopes: Vec<Option<&str>> = if namespaces.is_empty() {
-        vec![None]
-    } else {
-        namespaces.iter().map(|n| Some(n.as_str())).collect()
-    };
-    for ns in &scopes {
-        if args.ttl_jobs != TtlScope::Off {
-            pipelines.push(spawn_pipeline::<Job>(&client, *ns, &ctx, shutdown.clone()));
+    if args.ttl_jobs != TtlScope::Off {
+        for (_, api) in shared.scope.apis::<Job>(&shared.client) {
+            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()).boxed());
         }
-        if args.ttl_pods {
-            pipelines.push(spawn_pipeline::<Pod>(&client, *ns, &ctx, shutdown.clone()));
+    }
+    if args.ttl_pods {
+        for (_, api) in shared.scope.apis::<Pod>(&shared.client) {
+            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()).boxed());
         }
     }
     if pipelines.is_empty() {
         info!("TTL-after-finished controller disabled");
-        return;
+        return Ok(());
     }
-    info!(jobs = ?args.ttl_jobs, pods = args.ttl_pods, ?namespaces, "TTL-after-finished controller started");
+    info!(jobs = ?args.ttl_jobs, pods = args.ttl_pods, namespaces = ?shared.scope.namespaces, "TTL-after-finished controller started");
     future::join_all(pipelines).await;
     info!("TTL-after-finished controller stopped");
-}
-
-fn spawn_pipeline<K: TtlObject>(
-    client: &Client,
-    namespace: Option<&str>,
-    ctx: &Arc<Context>,
-    shutdown: impl Future<Output = ()> + Send + 'static,
-) -> futures::future::BoxFuture<'static, ()> {
-    let api = match namespace {
-        Some(ns) => Api::<K>::namespaced(client.clone(), ns),
-        None => Api::<K>::all(client.clone()),
-    };
-    debug!(kind = K::KIND.as_str(), ?namespace, "watching");
-    pipeline(api, ctx.clone(), shutdown).boxed()
+    if shutdown.is_cancelled() {
+        Ok(())
+    } else {
+        Err(Stopped("TTL-after-finished"))
+    }
 }

@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use http::{Method, Request, Response, StatusCode};
+use http::{Request, Response, StatusCode};
 use kube::client::Body;
 use prometheus_client::registry::Registry;
 use serde_json::{Value, json};
@@ -12,8 +12,8 @@ use tokio::task::JoinHandle;
 
 use super::*;
 use crate::clock::FixedClock;
-
-type ApiHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+use crate::controller::MAX_REQUEUE;
+use crate::testing::api_script::{Expect, Script, mock_client};
 
 const NOW: &str = "2024-03-10T12:00:00Z";
 
@@ -21,136 +21,37 @@ fn ts(s: &str) -> Timestamp {
     s.parse().expect("timestamp")
 }
 
-/// One expected request and the reply the API server would have given.
-#[derive(Debug)]
-struct Expect {
-    method: Method,
-    /// Exact path, or a prefix when it ends with `*`.
-    path: &'static str,
-    /// Exact JSON body, or `None` for no body.
-    body: Option<Value>,
-    /// Only these keys must match (for bodies with generated fields, such as Events).
-    body_includes: Option<Value>,
-    status: StatusCode,
-    reply: Value,
-}
-
-impl Expect {
-    fn get(path: &'static str, reply: Value) -> Self {
-        Self {
-            method: Method::GET,
-            path,
-            body: None,
-            body_includes: None,
-            status: StatusCode::OK,
-            reply,
-        }
-    }
-
-    fn delete(path: &'static str, body: Value) -> Self {
-        Self {
-            method: Method::DELETE,
-            path,
-            body: Some(body),
-            body_includes: None,
-            // What the API server answers for a Foreground delete: the object, now terminating.
-            status: StatusCode::OK,
-            reply: json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
-        }
-    }
-
-    fn fails(mut self, status: StatusCode, reason: &str) -> Self {
-        self.status = status;
-        self.reply = json!({
-            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
-            "message": format!("mock {reason}"), "reason": reason, "code": status.as_u16(),
-        });
-        self
-    }
-}
-
-/// Serve `script` in order, then assert that no other request arrives before every client is
-/// dropped. Times out if an expected call never comes.
-fn verifier(mut handle: ApiHandle, script: Vec<Expect>) -> JoinHandle<()> {
-    tokio::spawn(async move {
-        for expect in script {
-            let (request, send) =
-                tokio::time::timeout(Duration::from_secs(1), handle.next_request())
-                    .await
-                    .unwrap_or_else(|_| {
-                        panic!("timed out waiting for {} {}", expect.method, expect.path)
-                    })
-                    .unwrap_or_else(|| {
-                        panic!("client dropped before {} {}", expect.method, expect.path)
-                    });
-            assert_eq!(request.method(), expect.method, "method");
-            match expect.path.strip_suffix('*') {
-                Some(prefix) => assert!(
-                    request.uri().path().starts_with(prefix),
-                    "path {}",
-                    request.uri()
-                ),
-                None => assert_eq!(request.uri().path(), expect.path, "path"),
-            }
-            assert_eq!(request.uri().query().unwrap_or(""), "", "query");
-            let bytes = request.into_body().collect_bytes().await.expect("body");
-            match (&expect.body, &expect.body_includes) {
-                (Some(want), _) => {
-                    let got: Value = serde_json::from_slice(&bytes).expect("JSON body");
-                    assert_eq!(&got, want, "body of {} {}", expect.method, expect.path);
-                }
-                (None, Some(want)) => {
-                    let got: Value = serde_json::from_slice(&bytes).expect("JSON body");
-                    assert_json_diff::assert_json_include!(actual: got, expected: want.clone());
-                }
-                (None, None) => assert!(bytes.is_empty(), "unexpected body"),
-            }
-            let response = Response::builder()
-                .status(expect.status)
-                .body(Body::from(
-                    serde_json::to_vec(&expect.reply).expect("reply JSON"),
-                ))
-                .expect("response");
-            send.send_response(response);
-        }
-        let extra = tokio::time::timeout(Duration::from_secs(1), handle.next_request())
-            .await
-            .expect("the client must be dropped after the scenario");
-        if let Some((request, _)) = extra {
-            panic!("unexpected request {} {}", request.method(), request.uri());
-        }
-    })
-}
-
 struct Harness {
     ctx: Arc<Context>,
     clock: Arc<FixedClock>,
     registry: Registry,
-    handle: Option<ApiHandle>,
+    script: Option<Script>,
 }
 
 impl Harness {
     fn new(scope: TtlScope) -> Self {
-        let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-        let client = Client::new(service, "default");
+        let (client, script) = mock_client();
         let clock = Arc::new(FixedClock::new(ts(NOW)));
         let mut registry = Registry::default();
         let metrics = TtlMetrics::new(&mut registry);
-        let ctx = Arc::new(Context::new(client, clock.clone(), metrics, scope));
+        let ctx = Arc::new(Context::new(client, clock.clone(), metrics, scope, None));
         Self {
             ctx,
             clock,
             registry,
-            handle: Some(handle),
+            script: Some(script),
         }
     }
 
-    /// Start verifying `script`; call once.
+    /// Start serving `script`; call once.
     fn expect(&mut self, script: Vec<Expect>) -> JoinHandle<()> {
-        verifier(self.handle.take().expect("expect() called once"), script)
+        self.script
+            .take()
+            .expect("expect() called once")
+            .run(script)
     }
 
-    /// Drop the client and wait for the verifier's verdict.
+    /// Drop the client and wait for the verdict; the metrics text.
     async fn finish(self, verifier: JoinHandle<()>) -> String {
         let Self { ctx, registry, .. } = self;
         drop(ctx);
@@ -213,8 +114,8 @@ async fn expired_job_is_read_fresh_then_deleted_foreground_with_the_fresh_uid() 
     // Expired 3 s ago; the fresh copy is a re-created Job of the same name, also expired.
     h.clock.set(ts("2024-03-10T12:00:03Z"));
     let verifier = h.expect(vec![
-        Expect::get(JOB_PATH, job_json("fresh-uid", 60, "2024-03-10T11:59:00Z")),
-        Expect::delete(JOB_PATH, foreground("fresh-uid")),
+        Expect::get(JOB_PATH).ok(job_json("fresh-uid", 60, "2024-03-10T11:59:00Z")),
+        Expect::delete(JOB_PATH).body(foreground("fresh-uid")),
     ]);
     let cached = job(job_json("cached-uid", 60, "2024-03-10T11:59:00Z"));
     let action = reconcile::<Job>(Arc::new(cached), h.ctx.clone()).await;
@@ -242,8 +143,8 @@ async fn expired_job_is_read_fresh_then_deleted_foreground_with_the_fresh_uid() 
 async fn zero_ttl_deletes_as_soon_as_finished() {
     let mut h = Harness::new(TtlScope::Owned);
     let verifier = h.expect(vec![
-        Expect::get(JOB_PATH, job_json("u", 0, NOW)),
-        Expect::delete(JOB_PATH, foreground("u")),
+        Expect::get(JOB_PATH).ok(job_json("u", 0, NOW)),
+        Expect::delete(JOB_PATH).body(foreground("u")),
     ]);
     let action = reconcile::<Job>(Arc::new(job(job_json("u", 0, NOW))), h.ctx.clone()).await;
     assert_eq!(action.expect("reconcile"), Action::await_change());
@@ -254,10 +155,11 @@ async fn zero_ttl_deletes_as_soon_as_finished() {
 async fn raised_ttl_on_the_fresh_copy_requeues_for_the_new_remaining_time_without_delete() {
     let mut h = Harness::new(TtlScope::Owned);
     // Cache: TTL 60 s, finished 2 min ago. Server: the user raised it to 1 h.
-    let verifier = h.expect(vec![Expect::get(
-        JOB_PATH,
-        job_json("u", 3600, "2024-03-10T11:58:00Z"),
-    )]);
+    let verifier = h.expect(vec![Expect::get(JOB_PATH).ok(job_json(
+        "u",
+        3600,
+        "2024-03-10T11:58:00Z",
+    ))]);
     let cached = job(job_json("u", 60, "2024-03-10T11:58:00Z"));
     let action = reconcile::<Job>(Arc::new(cached), h.ctx.clone()).await;
     assert_eq!(
@@ -298,7 +200,9 @@ async fn a_very_long_ttl_is_requeued_at_most_half_a_year_ahead() {
 async fn get_not_found_is_success_without_delete() {
     let mut h = Harness::new(TtlScope::Owned);
     let verifier = h.expect(vec![
-        Expect::get(JOB_PATH, json!({})).fails(StatusCode::NOT_FOUND, "NotFound"),
+        Expect::get(JOB_PATH)
+            .ok(json!({}))
+            .fails(StatusCode::NOT_FOUND, "NotFound"),
     ]);
     let action = reconcile::<Job>(Arc::new(job(job_json("u", 0, NOW))), h.ctx.clone()).await;
     assert_eq!(action.expect("reconcile"), Action::await_change());
@@ -310,7 +214,7 @@ async fn fresh_copy_being_deleted_is_left_alone() {
     let mut h = Harness::new(TtlScope::Owned);
     let mut fresh = job_json("u", 0, NOW);
     fresh["metadata"]["deletionTimestamp"] = json!(NOW);
-    let verifier = h.expect(vec![Expect::get(JOB_PATH, fresh)]);
+    let verifier = h.expect(vec![Expect::get(JOB_PATH).ok(fresh)]);
     let action = reconcile::<Job>(Arc::new(job(job_json("u", 0, NOW))), h.ctx.clone()).await;
     assert_eq!(action.expect("reconcile"), Action::await_change());
     h.finish(verifier).await;
@@ -324,8 +228,10 @@ async fn delete_uid_conflict_and_not_found_are_success() {
     ] {
         let mut h = Harness::new(TtlScope::Owned);
         let verifier = h.expect(vec![
-            Expect::get(JOB_PATH, job_json("u", 0, NOW)),
-            Expect::delete(JOB_PATH, foreground("u")).fails(status, reason),
+            Expect::get(JOB_PATH).ok(job_json("u", 0, NOW)),
+            Expect::delete(JOB_PATH)
+                .body(foreground("u"))
+                .fails(status, reason),
         ]);
         let action = reconcile::<Job>(Arc::new(job(job_json("u", 0, NOW))), h.ctx.clone()).await;
         assert_eq!(
@@ -345,8 +251,9 @@ async fn delete_uid_conflict_and_not_found_are_success() {
 async fn delete_server_error_is_retried_with_growing_backoff_and_counted() {
     let mut h = Harness::new(TtlScope::Owned);
     let verifier = h.expect(vec![
-        Expect::get(JOB_PATH, job_json("u", 0, NOW)),
-        Expect::delete(JOB_PATH, foreground("u"))
+        Expect::get(JOB_PATH).ok(job_json("u", 0, NOW)),
+        Expect::delete(JOB_PATH)
+            .body(foreground("u"))
             .fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
     ]);
     let cached = job(job_json("u", 0, NOW));
@@ -359,10 +266,9 @@ async fn delete_server_error_is_retried_with_growing_backoff_and_counted() {
         .map(|_| retry_delay(&cached, &error, &h.ctx))
         .collect();
     for (i, d) in delays.iter().enumerate() {
-        let base = [5, 10, 20, 40, 80, 160, 250, 250][i] as f64;
+        let base = [1, 2, 4, 8, 16, 32, 64, 128][i] as f64;
         let s = d.as_secs_f64();
-        assert!(s >= base && s <= base * 1.2, "attempt {}: {s} s", i + 1);
-        assert!(s <= 300.0, "attempt {}: {s} s", i + 1);
+        assert!(s >= base && s <= base * 2.0, "attempt {}: {s} s", i + 1);
     }
     let metrics = h.finish(verifier).await;
     assert!(
@@ -371,27 +277,17 @@ async fn delete_server_error_is_retried_with_growing_backoff_and_counted() {
     );
 }
 
-#[test]
-fn backoff_is_5s_to_5min_with_jitter() {
-    assert_eq!(backoff_delay(1, 0.0), Duration::from_secs(5));
-    assert_eq!(backoff_delay(1, 0.5), Duration::from_millis(5500));
-    assert_eq!(backoff_delay(2, 0.0), Duration::from_secs(10));
-    assert_eq!(backoff_delay(7, 0.0), Duration::from_secs(250));
-    assert_eq!(backoff_delay(u32::MAX, 1.0), Duration::from_secs(300));
-    assert_eq!(backoff_delay(0, 0.0), Duration::from_secs(5));
-}
-
 #[tokio::test]
 async fn a_successful_reconcile_resets_the_backoff() {
     let h = Harness::new(TtlScope::Owned);
     let cached = job(job_json("u", 100, NOW));
     let key = failure_key(&cached);
-    assert_eq!(h.ctx.record_failure(key.clone()), 1);
-    assert_eq!(h.ctx.record_failure(key.clone()), 2);
+    assert_eq!(h.ctx.failures.record(&key), 1);
+    assert_eq!(h.ctx.failures.record(&key), 2);
     reconcile::<Job>(Arc::new(cached), h.ctx.clone())
         .await
         .expect("waiting is success");
-    assert_eq!(h.ctx.record_failure(key), 1);
+    assert_eq!(h.ctx.failures.record(&key), 1);
 }
 
 #[tokio::test]
@@ -423,8 +319,8 @@ async fn scope_owned_ignores_other_jobs_and_all_takes_them() {
 
     let mut h = Harness::new(TtlScope::All);
     let verifier = h.expect(vec![
-        Expect::get(JOB_PATH, foreign.clone()),
-        Expect::delete(JOB_PATH, foreground("u")),
+        Expect::get(JOB_PATH).ok(foreign.clone()),
+        Expect::delete(JOB_PATH).body(foreground("u")),
     ]);
     let action = reconcile::<Job>(Arc::new(job(foreign)), h.ctx.clone()).await;
     assert_eq!(action.expect("reconcile"), Action::await_change());
@@ -436,7 +332,7 @@ async fn fresh_copy_no_longer_owned_is_not_deleted() {
     let mut h = Harness::new(TtlScope::Owned);
     let mut fresh = job_json("u", 0, NOW);
     fresh["metadata"]["ownerReferences"] = json!([]);
-    let verifier = h.expect(vec![Expect::get(JOB_PATH, fresh)]);
+    let verifier = h.expect(vec![Expect::get(JOB_PATH).ok(fresh)]);
     let action = reconcile::<Job>(Arc::new(job(job_json("u", 0, NOW))), h.ctx.clone()).await;
     assert_eq!(action.expect("reconcile"), Action::await_change());
     h.finish(verifier).await;
@@ -447,12 +343,8 @@ async fn expired_pod_is_read_fresh_then_deleted_background_with_the_fresh_uid() 
     let mut h = Harness::new(TtlScope::Off);
     h.clock.set(ts("2024-03-10T12:00:10Z"));
     let verifier = h.expect(vec![
-        Expect::get(
-            POD_PATH,
-            pod_json("fresh-uid", "10", "2024-03-10T11:59:50Z"),
-        ),
-        Expect::delete(
-            POD_PATH,
+        Expect::get(POD_PATH).ok(pod_json("fresh-uid", "10", "2024-03-10T11:59:50Z")),
+        Expect::delete(POD_PATH).body(
             json!({"propagationPolicy": "Background", "preconditions": {"uid": "fresh-uid"}}),
         ),
     ]);
@@ -473,10 +365,11 @@ async fn expired_pod_is_read_fresh_then_deleted_background_with_the_fresh_uid() 
 #[tokio::test]
 async fn pod_with_a_fixed_annotation_on_the_server_is_not_deleted() {
     let mut h = Harness::new(TtlScope::Off);
-    let verifier = h.expect(vec![Expect::get(
-        POD_PATH,
-        pod_json("u", "600", "2024-03-10T11:59:00Z"),
-    )]);
+    let verifier = h.expect(vec![Expect::get(POD_PATH).ok(pod_json(
+        "u",
+        "600",
+        "2024-03-10T11:59:00Z",
+    ))]);
     let cached = pod(pod_json("u", "0", "2024-03-10T11:59:00Z"));
     let action = reconcile::<Pod>(Arc::new(cached), h.ctx.clone()).await;
     assert_eq!(
@@ -489,28 +382,22 @@ async fn pod_with_a_fixed_annotation_on_the_server_is_not_deleted() {
 #[tokio::test]
 async fn bad_pod_annotation_gets_one_warning_event_and_no_retry() {
     let mut h = Harness::new(TtlScope::Off);
-    let event = || Expect {
-        method: Method::POST,
-        path: "/apis/events.k8s.io/v1/namespaces/ns/events",
-        body: None,
-        body_includes: Some(json!({
+    let reply = json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
+                       "metadata": {"name": "name.1", "namespace": "ns"}, "eventTime": null});
+    let event = Expect::post("/apis/events.k8s.io/v1/namespaces/ns/events")
+        .body_includes(json!({
             "type": "Warning",
             "reason": "InvalidTTLAnnotation",
             "action": "TTLAfterFinished",
             "reportingController": "kronjob",
             "regarding": {"kind": "Pod", "namespace": "ns", "name": "name", "uid": "u"},
-        })),
-        status: StatusCode::CREATED,
-        reply: json!({"apiVersion": "events.k8s.io/v1", "kind": "Event",
-                      "metadata": {"name": "name.1", "namespace": "ns"}, "eventTime": null}),
-    };
+        }))
+        .reply(StatusCode::CREATED, reply.clone());
     // The Recorder itself folds a repeat into the first Event's series (a PATCH).
-    let mut repeat = event();
-    repeat.method = Method::PATCH;
-    repeat.path = "/apis/events.k8s.io/v1/namespaces/ns/events/name.*";
-    repeat.body_includes = Some(json!({"reason": "InvalidTTLAnnotation", "series": {"count": 2}}));
-    repeat.status = StatusCode::OK;
-    let verifier = h.expect(vec![event(), repeat]);
+    let repeat = Expect::patch("/apis/events.k8s.io/v1/namespaces/ns/events/name.*")
+        .body_includes(json!({"reason": "InvalidTTLAnnotation", "series": {"count": 2}}))
+        .ok(reply);
+    let verifier = h.expect(vec![event, repeat]);
     let bad = pod(pod_json("u", "abc", "2024-03-10T11:59:00Z"));
     for round in 0..3 {
         let action = reconcile::<Pod>(Arc::new(bad.clone()), h.ctx.clone()).await;
@@ -534,24 +421,7 @@ async fn bad_pod_annotation_gets_one_warning_event_and_no_retry() {
 }
 
 #[test]
-fn cached_objects_are_slimmed() {
-    let mut j = job(job_json("u", 0, NOW));
-    j.metadata.managed_fields = Some(vec![Default::default()]);
-    j.spec.as_mut().expect("spec").template = serde_json::from_value(
-        json!({"spec": {"containers": [{"name": "c", "image": "busybox"}]}}),
-    )
-    .expect("template");
-    j.slim();
-    assert_eq!(j.metadata.managed_fields, None);
-    assert_eq!(
-        j.spec.as_ref().expect("spec").template,
-        PodTemplateSpec::default()
-    );
-    assert_eq!(
-        j.ttl_state(ts(NOW)),
-        job(job_json("u", 0, NOW)).ttl_state(ts(NOW))
-    );
-
+fn cached_pods_are_slimmed_without_changing_the_decision() {
     let mut p = pod(pod_json("u", "5", NOW));
     p.metadata.managed_fields = Some(vec![Default::default()]);
     p.metadata
@@ -593,19 +463,24 @@ async fn run_returns_at_once_when_everything_is_off() {
         ttl_jobs: TtlScope::Off,
         ttl_pods: false,
     };
-    tokio::time::timeout(
+    let shared = Shared {
+        client: Client::new(service, "default"),
+        clock: Arc::new(FixedClock::new(ts(NOW))),
+        scope: Default::default(),
+        instance: None,
+    };
+    let result = tokio::time::timeout(
         Duration::from_secs(1),
         run(
-            Client::new(service, "default"),
+            shared,
             args,
-            Arc::new(FixedClock::new(ts(NOW))),
             TtlMetrics::new(&mut registry),
-            vec![],
-            future::pending(),
+            CancellationToken::new(),
         ),
     )
     .await
     .expect("returns without waiting for shutdown");
+    assert_eq!(result, Ok(()), "disabled is not a failure");
 }
 
 #[test]
@@ -633,21 +508,21 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let mut registry = Registry::default();
     let metrics = TtlMetrics::new(&mut registry);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let stop = CancellationToken::new();
     let args = TtlArgs {
         ttl_jobs: TtlScope::Owned,
         ttl_pods: false,
     };
-    let controller = tokio::spawn(run(
-        Client::new(service, "default"),
-        args,
-        Arc::new(FixedClock::new(ts(NOW))),
-        metrics,
-        vec!["ns".into()],
-        async move {
-            let _ = stop_rx.await;
+    let shared = Shared {
+        client: Client::new(service, "default"),
+        clock: Arc::new(FixedClock::new(ts(NOW))),
+        scope: crate::controller::Scope {
+            namespaces: vec!["ns".into()],
+            selector: None,
         },
-    ));
+        instance: None,
+    };
+    let controller = tokio::spawn(run(shared, args, metrics, stop.clone()));
 
     let mut unowned = job_json("other-uid", 0, NOW);
     unowned["metadata"]["name"] = json!("other");
@@ -706,11 +581,12 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         "only the owned Job is read fresh: {seen:?}"
     );
 
-    stop_tx.send(()).expect("controller listening");
-    tokio::time::timeout(Duration::from_secs(5), controller)
+    stop.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), controller)
         .await
         .expect("run returns after shutdown")
         .expect("run does not panic");
+    assert_eq!(result, Ok(()), "asked to stop");
     drop(held_watches);
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");

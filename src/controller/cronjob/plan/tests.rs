@@ -1,16 +1,15 @@
 //! Table tests of [`plan`]: upstream `TestControllerV2SyncCronJob` rows (kubernetes
 //! `pkg/controller/cronjob/cronjob_controllerv2_test.go`), plus history, status, adoption.
 
-use std::collections::BTreeMap;
-
-use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus, JobTemplateSpec};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference};
+use jiff::tz::TimeZone;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::*;
-use crate::api::CronJobSpec;
+use crate::api::{ANNOTATION_SCHEDULED_AT, ConcurrencyPolicy, CronJobStatus, LABEL_CRONJOB};
+use crate::controller::MAX_REQUEUE;
+use crate::controller::jobs::job_ref;
+use crate::testing::fixtures::{self, CJ_UID as UID, JobFixture};
 
-const NS: &str = "snazzycats";
-const UID: &str = "1a2b3c";
 const ON_THE_HOUR: &str = "0 * * * ?";
 const EVERY_HOUR: &str = "@every 1h";
 const SHORT: i64 = 10;
@@ -18,7 +17,7 @@ const MEDIUM: i64 = 2 * 60 * 60;
 const LONG: i64 = 1_000_000;
 
 fn t(s: &str) -> Timestamp {
-    s.parse().expect("timestamp")
+    fixtures::t(s)
 }
 fn just_before_the_hour() -> Timestamp {
     t("2016-05-19T09:59:00Z")
@@ -48,70 +47,29 @@ fn d(secs: u64) -> Duration {
     Duration::from_secs(secs) + NEXT_SCHEDULE_DELTA
 }
 
+/// The fixture CronJob (`ns/cj`, created just before the hour) with `schedule`.
 fn cronjob(schedule: &str) -> CronJob {
-    let mut cj = CronJob::new(
-        "mycronjob",
-        CronJobSpec {
-            schedule: schedule.into(),
-            time_zone: None,
-            starting_deadline_seconds: None,
-            concurrency_policy: ConcurrencyPolicy::Allow,
-            suspend: Some(false),
-            job_template: JobTemplateSpec {
-                metadata: Some(ObjectMeta {
-                    labels: Some(BTreeMap::from([("a".into(), "b".into())])),
-                    annotations: Some(BTreeMap::from([("x".into(), "y".into())])),
-                    ..Default::default()
-                }),
-                spec: Some(JobSpec {
-                    parallelism: Some(1),
-                    ..Default::default()
-                }),
-            },
-            successful_jobs_history_limit: Some(3),
-            failed_jobs_history_limit: Some(1),
-        },
-    );
-    cj.metadata.namespace = Some(NS.into());
-    cj.metadata.uid = Some(UID.into());
-    cj.metadata.generation = Some(1);
-    cj.metadata.creation_timestamp = Some(Time(just_before_the_hour()));
-    cj
+    fixtures::cronjob(schedule)
 }
 
+/// A Job named `name` with UID `uid`, controlled by the fixture CronJob.
 fn owned_job(name: &str, uid: &str) -> Job {
-    Job {
-        metadata: ObjectMeta {
-            name: Some(name.into()),
-            namespace: Some(NS.into()),
-            uid: Some(uid.into()),
-            owner_references: Some(vec![OwnerReference {
-                api_version: "batch.kronjob.dev/v1".into(),
-                kind: "CronJob".into(),
-                name: "mycronjob".into(),
-                uid: UID.into(),
-                controller: Some(true),
-                block_owner_deletion: Some(true),
-            }]),
-            ..Default::default()
-        },
-        ..Default::default()
-    }
+    let mut job = fixtures::job(name);
+    job.metadata.uid = Some(uid.into());
+    job
 }
 
-fn finish(mut job: Job, how: &str, start: Option<Timestamp>, end: Timestamp) -> Job {
-    job.status = Some(JobStatus {
-        start_time: start.map(Time),
-        completion_time: (how == "Complete").then_some(Time(end)),
-        conditions: Some(vec![JobCondition {
-            type_: how.into(),
-            status: "True".into(),
-            last_transition_time: Some(Time(end)),
-            ..Default::default()
-        }]),
-        ..Default::default()
-    });
-    job
+/// `job` finished (`how` is `Complete` or `Failed`) at `end`, started at `start`.
+fn finish(job: Job, how: &str, start: Option<Timestamp>, end: Timestamp) -> Job {
+    let job = match start {
+        Some(start) => job.started_at(&start.to_string()),
+        None => job,
+    };
+    if how == "Complete" {
+        job.complete_at(&end.to_string())
+    } else {
+        job.failed_at(&end.to_string())
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -585,7 +543,7 @@ fn setup(r: &Row) -> (CronJob, Vec<Arc<Job>>) {
         job.metadata.uid = Some("1234".into());
         job.metadata.creation_timestamp = Some(Time(created));
         if r.still_active {
-            status.active = vec![status::job_ref(&job)];
+            status.active = vec![job_ref(&job)];
         } else {
             job = finish(job, "Complete", Some(created), created + secs(10));
         }
@@ -677,10 +635,10 @@ fn created_job_carries_template_label_annotation_and_ttl() {
     };
     let p = plan(&cj, &[], just_after_the_hour(), &cfg);
     let job = p.creates().next().expect("create");
-    assert_eq!(job.metadata.name.as_deref(), Some("mycronjob-24394200"));
+    assert_eq!(job.metadata.name.as_deref(), Some("cj-24394200"));
     let labels = job.metadata.labels.as_ref().expect("labels");
-    assert_eq!(labels["a"], "b");
-    assert_eq!(labels[LABEL_CRONJOB], "mycronjob");
+    assert_eq!(labels["team"], "a");
+    assert_eq!(labels[LABEL_CRONJOB], "cj");
     let ann = job.metadata.annotations.as_ref().expect("annotations");
     assert_eq!(ann["x"], "y");
     assert_eq!(ann[ANNOTATION_SCHEDULED_AT], "2016-05-19T10:00:00Z");
@@ -846,11 +804,7 @@ fn manual_runs_join_active_and_strangers_warn() {
         last_schedule_time: Some(Time(just_before_the_hour())),
         ..Default::default()
     });
-    let mut manual = owned_job("mycronjob-manual-1", "m");
-    manual.metadata.annotations = Some(BTreeMap::from([(
-        ANNOTATION_INSTANTIATE.into(),
-        "manual".into(),
-    )]));
+    let manual = owned_job("cj-manual-1", "m").manual();
     let stranger = owned_job("other", "s");
     let p = plan(
         &cj,
@@ -875,7 +829,7 @@ fn missing_and_completed_active_jobs_leave_active() {
     let gone = owned_job("gone", "g");
     cj.status = Some(CronJobStatus {
         last_schedule_time: Some(Time(just_before_the_hour())),
-        active: vec![status::job_ref(&done), status::job_ref(&gone)],
+        active: vec![job_ref(&done), job_ref(&gone)],
         active_count: 2,
         ..Default::default()
     });

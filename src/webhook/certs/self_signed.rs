@@ -1,5 +1,4 @@
-//! Self-provisioned webhook certificates (`--webhook-self-signed`), for clusters without
-//! cert-manager.
+//! Self-provisioned certificates (`--webhook-self-signed`), for clusters without cert-manager.
 //!
 //! A Secret is the source of truth, so every replica serves the same pair: the first replica
 //! creates it (a creation conflict means another replica won, and its Secret is used), later
@@ -27,7 +26,8 @@ use rcgen::{
     KeyUsagePurpose,
 };
 
-use super::tls;
+use super::CertError;
+use crate::webhook::tls;
 
 /// Name of our MutatingWebhookConfiguration.
 pub const MUTATING_CONFIG: &str = "kronjob-mutating";
@@ -48,23 +48,6 @@ const CA_COMMON_NAME: &str = "kronjob-webhook-ca";
 const ANNOTATION_NOT_AFTER: &str = "batch.kronjob.dev/not-after";
 const ANNOTATION_CA_NOT_AFTER: &str = "batch.kronjob.dev/ca-not-after";
 const CONFLICT_RETRIES: usize = 5;
-
-/// Why the certificate could not be provisioned.
-#[derive(Debug, thiserror::Error)]
-pub enum CertError {
-    /// rcgen failed to generate or sign.
-    #[error("certificate generation failed")]
-    Generate(#[from] rcgen::Error),
-    /// An API call failed.
-    #[error("Kubernetes API call failed")]
-    Kube(#[from] kube::Error),
-    /// Date arithmetic overflowed (not expected for these lifetimes).
-    #[error("certificate validity out of range")]
-    Time(#[from] jiff::Error),
-    /// Every attempt to write the Secret conflicted with another replica.
-    #[error("the certificate Secret kept changing under us")]
-    Conflict,
-}
 
 /// A CA and a serving certificate, as PEM.
 #[derive(Clone, PartialEq, Eq)]
@@ -432,7 +415,8 @@ where
 }
 
 /// Every `every`, re-run [`SelfSigned::ensure`] and serve the new pair when it changed
-/// (renewed here or by another replica). Failures are logged; the current pair stays.
+/// (renewed here or by another replica). Failures are logged; the current pair stays. Runs
+/// until dropped.
 pub async fn keep_fresh(
     provisioner: SelfSigned,
     config: RustlsConfig,

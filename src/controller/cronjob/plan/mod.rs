@@ -1,0 +1,251 @@
+//! The decision step: from a CronJob, its Jobs and the time, what to do. Pure: no API calls,
+//! no clock; every upstream rule that does not need the API lives here, in three named steps:
+//!
+//! 1. [`active`]: which Jobs are running (drop finished and vanished ones, adopt running ones);
+//! 2. [`history`]: the last success and failure, and the finished Jobs beyond the limits;
+//! 3. [`scheduling`]: the time zone, the schedule, suspension, the due slot and the
+//!    concurrency policy;
+//!
+//! plus [`job`], the Job built from the template. [`plan`] composes them into a [`Plan`].
+
+pub mod active;
+pub mod history;
+pub mod job;
+pub mod scheduling;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::runtime::events::EventType;
+
+pub use job::{job_for_slot, job_from_template};
+pub use scheduling::{MAX_MISSED, NEXT_SCHEDULE_DELTA, Readiness, requeue_for};
+
+use super::status::{self, CONDITION_READY};
+use crate::api::{CronJob, CronJobStatus};
+use crate::controller::jobs::controller_uid;
+
+/// Event reasons, as upstream.
+pub mod events {
+    /// A Job was created.
+    pub const SUCCESSFUL_CREATE: &str = "SuccessfulCreate";
+    /// An active Job finished.
+    pub const SAW_COMPLETED_JOB: &str = "SawCompletedJob";
+    /// An active Job no longer exists.
+    pub const MISSING_JOB: &str = "MissingJob";
+    /// An owned, running Job we did not create (and that is not a manual run).
+    pub const UNEXPECTED_JOB: &str = "UnexpectedJob";
+    /// A Job was deleted (history or Replace).
+    pub const SUCCESSFUL_DELETE: &str = "SuccessfulDelete";
+    /// Deleting a Job failed.
+    pub const FAILED_DELETE: &str = "FailedDelete";
+    /// Creating a Job failed (including a same-named Job we do not own).
+    pub const FAILED_CREATE: &str = "FailedCreate";
+    /// Forbid: a slot was skipped because a Job is still active.
+    pub const JOB_ALREADY_ACTIVE: &str = "JobAlreadyActive";
+    /// A slot passed its startingDeadlineSeconds without a Job.
+    pub const MISS_SCHEDULE: &str = "MissSchedule";
+    /// More than 100 slots were missed; the latest still runs.
+    pub const TOO_MANY_MISSED_TIMES: &str = "TooManyMissedTimes";
+    /// The schedule does not parse or never fires.
+    pub const INVALID_SCHEDULE: &str = "InvalidSchedule";
+    /// The time zone is unknown.
+    pub const UNKNOWN_TIME_ZONE: &str = "UnknownTimeZone";
+}
+
+/// Manager settings the plan depends on.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PlanConfig {
+    /// `ttlSecondsAfterFinished` for Jobs whose template sets none (`--default-job-ttl`).
+    pub default_job_ttl: Option<i32>,
+}
+
+/// Why a Job is deleted.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DeleteReason {
+    /// Beyond successfulJobsHistoryLimit / failedJobsHistoryLimit.
+    History,
+    /// concurrencyPolicy Replace, before creating the new Job.
+    Replace,
+}
+
+/// One step for the apply stage, in order.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Action {
+    /// Create this Job; on success apply adds it to `status.active`.
+    CreateJob(Box<Job>),
+    /// Delete a Job (background propagation, UID precondition).
+    DeleteJob {
+        /// Job name.
+        name: String,
+        /// Job UID.
+        uid: Option<String>,
+        /// Why.
+        reason: DeleteReason,
+    },
+    /// Publish an Event on the CronJob.
+    Event {
+        /// Normal or Warning.
+        type_: EventType,
+        /// Upstream reason, see [`events`].
+        reason: &'static str,
+        /// Human-readable note.
+        note: String,
+    },
+}
+
+/// An Event action.
+pub(crate) fn event(type_: EventType, reason: &'static str, note: String) -> Action {
+    Action::Event {
+        type_,
+        reason,
+        note,
+    }
+}
+
+/// The outcome of [`plan`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// Steps, in order: active-list events, history deletes, then scheduling.
+    pub actions: Vec<Action>,
+    /// The status to write, assuming every action succeeds (created Jobs are added to
+    /// `active` by apply, which knows their UID).
+    pub status: CronJobStatus,
+    /// When to look again; `None` waits for a change (suspended, invalid spec, never fires).
+    pub requeue_after: Option<Duration>,
+    /// The slot a `CreateJob` is for, if any.
+    pub scheduled: Option<Timestamp>,
+}
+
+impl Plan {
+    /// The Jobs this plan creates.
+    pub fn creates(&self) -> impl Iterator<Item = &Job> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::CreateJob(j) => Some(j.as_ref()),
+            _ => None,
+        })
+    }
+
+    /// The Jobs this plan deletes, by name.
+    pub fn deletes(&self) -> impl Iterator<Item = (&str, DeleteReason)> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::DeleteJob { name, reason, .. } => Some((name.as_str(), *reason)),
+            _ => None,
+        })
+    }
+
+    /// The (type, reason) of every planned event.
+    pub fn events(&self) -> impl Iterator<Item = (EventType, &'static str)> {
+        self.actions.iter().filter_map(|a| match a {
+            Action::Event { type_, reason, .. } => Some((*type_, *reason)),
+            _ => None,
+        })
+    }
+}
+
+/// The Jobs `cj` controls (by UID), sorted by name.
+pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
+    let Some(uid) = cj.metadata.uid.as_deref().filter(|u| !u.is_empty()) else {
+        return Vec::new();
+    };
+    let mut owned: Vec<&Job> = jobs
+        .iter()
+        .map(|j| j.as_ref())
+        .filter(|j| controller_uid(j) == Some(uid))
+        .collect();
+    owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    owned
+}
+
+/// Decide what to do for `cj` given its Jobs at `now`.
+pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -> Plan {
+    let old = cj.status.clone().unwrap_or_default();
+    let owned = owned(cj, jobs);
+    let mut status = old.clone();
+
+    let running = active::reconcile(&old.active, &owned);
+    let mut actions = running.events;
+    let mut active = running.active;
+
+    history::record_last_finished(&owned, &mut status);
+    actions.extend(history::trim(
+        &owned,
+        cj.spec.successful_history_limit(),
+        cj.spec.failed_history_limit(),
+    ));
+
+    let seen = scheduling::Seen {
+        cj,
+        owned: &owned,
+        active: &active,
+    };
+    let decided = scheduling::decide(seen, now, cfg);
+    actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
+    status.next_schedule_time = decided.next.map(Time);
+    actions.extend(decided.events);
+    let mut scheduled = None;
+    if let Some(due) = decided.due {
+        match due.run {
+            scheduling::Run::AlreadyCreated => {
+                status.last_schedule_time = Some(Time(due.slot));
+            }
+            scheduling::Run::Skip => {}
+            scheduling::Run::Create { job, replace } => {
+                for r in replace {
+                    active.retain(|a| a.uid != r.uid);
+                    actions.push(Action::DeleteJob {
+                        name: r.name.unwrap_or_default(),
+                        uid: r.uid,
+                        reason: DeleteReason::Replace,
+                    });
+                }
+                actions.push(Action::CreateJob(job));
+                status.last_schedule_time = Some(Time(due.slot));
+                scheduled = Some(due.slot);
+            }
+        }
+    }
+    status.set_active(active);
+    status.observed_generation = cj.metadata.generation;
+    Plan {
+        actions,
+        status,
+        requeue_after: decided.requeue_after,
+        scheduled,
+    }
+}
+
+/// Record the `Ready` condition; a problem gets a Warning Event once, not on every reconcile it
+/// persists (the condition remembers it).
+fn set_ready(
+    status: &mut CronJobStatus,
+    old: &CronJobStatus,
+    readiness: Readiness,
+    cj: &CronJob,
+    now: Timestamp,
+) -> Option<Action> {
+    let warning = readiness.warning.and_then(|reason| {
+        let same = old.conditions.iter().any(|c| {
+            c.type_ == CONDITION_READY
+                && c.reason == readiness.reason
+                && c.message == readiness.message
+        });
+        (!same).then(|| event(EventType::Warning, reason, readiness.message.clone()))
+    });
+    status::set_condition(
+        &mut status.conditions,
+        CONDITION_READY,
+        readiness.ready,
+        readiness.reason,
+        readiness.message,
+        cj.metadata.generation,
+        now,
+    );
+    warning
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,289 @@
+//! Step 3: scheduling. Is the CronJob able to schedule (time zone, schedule, suspension,
+//! deletion), which slot is due, and what the concurrency policy makes of it (upstream
+//! `syncCronJob`). The missed-run maths itself is [`crate::schedule::slots`].
+
+use std::time::Duration;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::runtime::events::EventType;
+
+use super::{Action, PlanConfig, event, events, job_for_slot};
+use crate::api::{ConcurrencyPolicy, CronJob};
+use crate::controller::MAX_REQUEUE;
+use crate::controller::cronjob::status::reason;
+use crate::schedule::{self, Schedule, SlotError, SlotQuery};
+
+/// Padding added to every requeue so the next slot is surely due when we wake (NTP skew).
+pub const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
+/// Slots missed beyond this give a `TooManyMissedTimes` warning.
+pub const MAX_MISSED: u64 = 100;
+
+/// The `Ready` condition to record, and the Warning Event for a problem.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Readiness {
+    /// Whether the CronJob schedules Jobs.
+    pub ready: bool,
+    /// Condition reason, see [`reason`].
+    pub reason: &'static str,
+    /// Condition message.
+    pub message: String,
+    /// Event reason of the warning this problem deserves, if any.
+    pub warning: Option<&'static str>,
+}
+
+impl Readiness {
+    fn not_ready(reason: &'static str, message: String, warning: Option<&'static str>) -> Self {
+        Self {
+            ready: false,
+            reason,
+            message,
+            warning,
+        }
+    }
+}
+
+/// What to do with the due slot.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Run {
+    /// Its Job already exists (created before a lost status write): record the slot only.
+    AlreadyCreated,
+    /// Forbid, with a Job still running: skip it (it stays due until it runs or expires).
+    Skip,
+    /// Create its Job, after deleting the running ones (Replace).
+    Create {
+        /// The Job to create.
+        job: Box<Job>,
+        /// Running Jobs to delete first.
+        replace: Vec<ObjectReference>,
+    },
+}
+
+/// The due slot and what to do with it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Due {
+    /// The scheduled time.
+    pub slot: Timestamp,
+    /// What to do.
+    pub run: Run,
+}
+
+/// The scheduling decision.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Scheduling {
+    /// The `Ready` condition.
+    pub readiness: Readiness,
+    /// `status.nextScheduleTime`.
+    pub next: Option<Timestamp>,
+    /// When to look again; `None` waits for a change.
+    pub requeue_after: Option<Duration>,
+    /// The slot to act on now, if any.
+    pub due: Option<Due>,
+    /// `MissSchedule`, `TooManyMissedTimes` and `JobAlreadyActive` events.
+    pub events: Vec<Action>,
+}
+
+impl Scheduling {
+    fn idle(readiness: Readiness) -> Self {
+        Self {
+            readiness,
+            next: None,
+            requeue_after: None,
+            due: None,
+            events: Vec::new(),
+        }
+    }
+}
+
+/// Requeue delay for waking at `next` (+100 ms), clamped to [`MAX_REQUEUE`].
+pub fn requeue_for(next: Timestamp, now: Timestamp) -> Duration {
+    let d = Duration::try_from(next.duration_since(now)).unwrap_or(Duration::ZERO);
+    (d + NEXT_SCHEDULE_DELTA).min(MAX_REQUEUE)
+}
+
+/// The CronJob's zone and parsed schedule, or why it cannot schedule.
+pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
+    let tz = schedule::time_zone(cj.spec.time_zone.as_deref()).map_err(|e| {
+        Readiness::not_ready(
+            reason::UNKNOWN_TIME_ZONE,
+            format!(
+                "invalid timeZone: {:?}: {e}",
+                cj.spec.time_zone.as_deref().unwrap_or_default()
+            ),
+            Some(events::UNKNOWN_TIME_ZONE),
+        )
+    })?;
+    let key = format!(
+        "{}/{}",
+        cj.metadata.namespace.as_deref().unwrap_or_default(),
+        cj.metadata.name.as_deref().unwrap_or_default()
+    );
+    let sched = Schedule::parse(&cj.spec.schedule, &key).map_err(|e| {
+        Readiness::not_ready(
+            reason::INVALID_SCHEDULE,
+            format!("invalid schedule: {:?} : {e}", cj.spec.schedule),
+            Some(events::INVALID_SCHEDULE),
+        )
+    })?;
+    Ok((sched, tz))
+}
+
+/// What the decision is about: the CronJob, the Jobs it controls and those still running.
+#[derive(Debug, Clone, Copy)]
+pub struct Seen<'a> {
+    /// The CronJob (its `status.lastScheduleTime` anchors the missed-run search).
+    pub cj: &'a CronJob,
+    /// The Jobs it controls.
+    pub owned: &'a [&'a Job],
+    /// Its running Jobs (the reconciled `status.active`).
+    pub active: &'a [ObjectReference],
+}
+
+/// Decide for what was `seen` at `now`.
+pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
+    let cj = seen.cj;
+    let last_schedule_time = cj
+        .status
+        .as_ref()
+        .and_then(|s| s.last_schedule_time.as_ref())
+        .map(|t| t.0);
+    if cj.metadata.deletion_timestamp.is_some() {
+        return Scheduling::idle(Readiness::not_ready(
+            reason::TERMINATING,
+            "the CronJob is being deleted".into(),
+            None,
+        ));
+    }
+    let (sched, tz) = match inputs(cj) {
+        Ok(inputs) => inputs,
+        Err(readiness) => return Scheduling::idle(readiness),
+    };
+    if cj.spec.is_suspended() {
+        return Scheduling::idle(Readiness::not_ready(
+            reason::SUSPENDED,
+            "spec.suspend is true: no new Jobs are created".into(),
+            None,
+        ));
+    }
+    let query = SlotQuery {
+        schedule: &sched,
+        tz: &tz,
+        last_schedule_time,
+        creation_timestamp: cj.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
+        starting_deadline_seconds: cj.spec.starting_deadline_seconds,
+        now,
+    };
+    let slots = match schedule::slots(&query) {
+        Ok(slots) => slots,
+        Err(e) => {
+            let why = match e {
+                SlotError::NeverFires(_) => reason::INVALID_SCHEDULE,
+                SlotError::NegativeDeadline(_) => reason::INVALID_SPEC,
+            };
+            return Scheduling::idle(Readiness::not_ready(
+                why,
+                format!("invalid schedule: {:?} : {e}", cj.spec.schedule),
+                Some(events::INVALID_SCHEDULE),
+            ));
+        }
+    };
+    let mut decided = Scheduling {
+        readiness: Readiness {
+            ready: true,
+            reason: reason::SCHEDULED,
+            message: format!(
+                "schedule {:?} in time zone {}",
+                cj.spec.schedule,
+                tz.iana_name().unwrap_or("UTC")
+            ),
+            warning: None,
+        },
+        next: slots.next,
+        requeue_after: slots.next.map(|n| requeue_for(n, now)),
+        due: None,
+        events: Vec::new(),
+    };
+    match slots.due {
+        Some(slot) => {
+            let (run, events) = seen.run_slot(slot, slots.missed, &tz, cfg);
+            decided.due = run.map(|run| Due { slot, run });
+            decided.events.extend(events);
+        }
+        None if cj.spec.starting_deadline_seconds.is_some() => {
+            // The deadline hid a slot: say so (upstream narrows it away silently).
+            let unbounded = SlotQuery {
+                starting_deadline_seconds: None,
+                ..query
+            };
+            if let Ok(s) = schedule::slots(&unbounded)
+                && let Some(missed) = s.due
+            {
+                decided.events.push(event(
+                    EventType::Warning,
+                    events::MISS_SCHEDULE,
+                    format!(
+                        "Missed scheduled time to start a job: {}",
+                        schedule::scheduled_at(missed, &tz)
+                    ),
+                ));
+            }
+        }
+        None => {}
+    }
+    decided
+}
+
+impl Seen<'_> {
+    /// The concurrency policy applied to the due `slot`, and the events it gives; no run when
+    /// no Job can be built (a CronJob without name or UID, never the case for objects read
+    /// from the API).
+    fn run_slot(
+        &self,
+        slot: Timestamp,
+        missed: u64,
+        tz: &TimeZone,
+        cfg: &PlanConfig,
+    ) -> (Option<Run>, Vec<Action>) {
+        let mut raised = Vec::new();
+        let Some(job) = job_for_slot(self.cj, slot, tz, cfg) else {
+            return (None, raised);
+        };
+        // Already processed (e.g. created before a restart that lost the status write): the
+        // Job is ours and in the cache; record the slot, create nothing.
+        if self
+            .owned
+            .iter()
+            .any(|j| j.metadata.name == job.metadata.name)
+        {
+            return (Some(Run::AlreadyCreated), raised);
+        }
+        if missed > MAX_MISSED {
+            raised.push(event(
+                EventType::Warning,
+                events::TOO_MANY_MISSED_TIMES,
+                "too many missed start times. Set or decrease .spec.startingDeadlineSeconds or check clock skew".into(),
+            ));
+        }
+        let replace = match self.cj.spec.concurrency_policy {
+            ConcurrencyPolicy::Forbid if !self.active.is_empty() => {
+                raised.push(event(
+                    EventType::Normal,
+                    events::JOB_ALREADY_ACTIVE,
+                    "Not starting job because prior execution is running and concurrency policy is Forbid".into(),
+                ));
+                return (Some(Run::Skip), raised);
+            }
+            ConcurrencyPolicy::Replace => self.active.to_vec(),
+            _ => Vec::new(),
+        };
+        (
+            Some(Run::Create {
+                job: Box::new(job),
+                replace,
+            }),
+            raised,
+        )
+    }
+}

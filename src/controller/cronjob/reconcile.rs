@@ -1,0 +1,121 @@
+//! One reconcile: observe (owner index) -> plan (pure) -> apply (API calls) -> one status write;
+//! and what happens after a failed one.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use kube::api::{Patch, PatchParams};
+use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, ResourceExt};
+
+use super::{Context, apply, metrics, observe, plan, status};
+use crate::api::CronJob;
+use crate::controller::backoff::retry_delay;
+
+/// Errors of the CronJob reconciler.
+#[derive(thiserror::Error, Debug)]
+pub enum Error {
+    /// An API call failed.
+    #[error("kubernetes API error: {0}")]
+    Kube(#[source] kube::Error),
+    /// The CronJob lacks a field the API always sets (name, namespace, UID).
+    #[error("CronJob is missing {0}")]
+    MissingField(&'static str),
+    /// The CronJob does not exist.
+    #[error("CronJob {0} not found")]
+    NotFound(String),
+}
+
+impl Error {
+    /// A fixed, low-cardinality category for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.is_conflict() => "api_conflict",
+            Error::Kube(kube::Error::Api(s)) if s.is_not_found() => "api_not_found",
+            Error::Kube(kube::Error::Api(s)) if s.is_forbidden() => "api_forbidden",
+            Error::Kube(kube::Error::Api(s)) if s.is_invalid() => "api_invalid",
+            Error::Kube(kube::Error::Api(s)) if s.code >= 500 || s.code == 429 => "api_server",
+            Error::Kube(kube::Error::Api(_)) => "api_other",
+            Error::Kube(_) => "transport",
+            Error::MissingField(_) => "invalid_object",
+            Error::NotFound(_) => "not_found",
+        }
+    }
+
+    /// Whether retrying without a change to the object cannot help.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Error::MissingField(_))
+    }
+}
+
+/// Reconcile one CronJob: observe, plan, apply, and write status once if it changed.
+pub async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    ctx.metrics.reconciles.inc();
+    let result = reconcile_inner(&cj, &ctx).await;
+    ctx.metrics
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    if result.is_ok() {
+        ctx.failures.clear(&ObjectRef::from_obj(cj.as_ref()));
+    }
+    result
+}
+
+async fn reconcile_inner(cj: &CronJob, ctx: &Context) -> Result<Action, Error> {
+    if !ctx.index.is_ready() {
+        // The Job cache has not listed yet: planning now could miss running Jobs.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let name = cj
+        .metadata
+        .name
+        .as_deref()
+        .ok_or(Error::MissingField("metadata.name"))?;
+    let namespace = cj
+        .metadata
+        .namespace
+        .as_deref()
+        .ok_or(Error::MissingField("metadata.namespace"))?;
+    let now = ctx.clock.now();
+    let jobs = observe::observe(ctx, cj).await?;
+    let plan = plan::plan(cj, &jobs, now, &ctx.config);
+    let requeue = plan.requeue_after;
+    let applied = apply::apply(ctx, cj, plan).await;
+    let current = cj.status.clone().unwrap_or_default();
+    if applied.status != current {
+        let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), namespace);
+        api.patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(status::status_patch(&applied.status)),
+        )
+        .await
+        .map_err(Error::Kube)?;
+    }
+    if let Some(e) = applied.error {
+        return Err(e);
+    }
+    Ok(match requeue {
+        Some(d) => crate::controller::requeue(d),
+        None => Action::await_change(),
+    })
+}
+
+/// What to do after a failed reconcile: permanent errors wait for an edit; transient ones
+/// back off per object with jitter.
+pub fn error_policy(cj: Arc<CronJob>, error: &Error, ctx: Arc<Context>) -> Action {
+    ctx.metrics
+        .reconcile_errors
+        .get_or_create(&metrics::ErrorLabels {
+            category: error.category(),
+        })
+        .inc();
+    tracing::warn!(cronjob = %cj.name_any(), category = error.category(), %error, "reconcile failed");
+    if error.is_permanent() {
+        return Action::await_change();
+    }
+    let attempt = ctx.failures.record(&ObjectRef::from_obj(cj.as_ref()));
+    Action::requeue(retry_delay(attempt))
+}

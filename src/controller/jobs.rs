@@ -1,0 +1,281 @@
+//! What the controllers know about a Job, defined once: which CronJob controls it, whether and
+//! when it finished, the reference kept in `status.active`, and the slim copy kept in caches.
+//! Pure: no API calls, no clock.
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use kube::Resource;
+
+use crate::api::CronJob;
+
+/// The annotation `kubectl apply` leaves on objects; large and never read by the controllers.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// UID of the kronjob CronJob controlling `job`: its controller owner reference of kind
+/// `CronJob` in our group and version, if any.
+pub fn controller_uid(job: &Job) -> Option<&str> {
+    let api_version = <CronJob as Resource>::api_version(&());
+    let kind = <CronJob as Resource>::kind(&());
+    job.metadata
+        .owner_references
+        .as_deref()?
+        .iter()
+        .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
+        .map(|r| r.uid.as_str())
+}
+
+/// Whether a kronjob CronJob controls `job`.
+pub fn is_controlled_by_kronjob(job: &Job) -> bool {
+    controller_uid(job).is_some()
+}
+
+/// How a Job ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Outcome {
+    /// Condition `Complete=True`.
+    Complete,
+    /// Condition `Failed=True`.
+    Failed,
+}
+
+/// A finished Job: how it ended and when.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Finish {
+    /// Complete or Failed.
+    pub outcome: Outcome,
+    /// When: the finishing condition's `lastTransitionTime`, else (Complete only)
+    /// `status.completionTime`; `None` when neither is recorded.
+    pub at: Option<Timestamp>,
+}
+
+/// Whether `job` finished, how and when (upstream `IsJobFinished`: the first `Complete` or
+/// `Failed` condition with status `True`; the interim `SuccessCriteriaMet` and `FailureTarget`
+/// conditions do not finish a Job). One definition for history, `lastSuccessfulTime`,
+/// `lastFailureTime` and the TTL controller.
+pub fn finish(job: &Job) -> Option<Finish> {
+    let status = job.status.as_ref()?;
+    let condition = status
+        .conditions
+        .as_deref()?
+        .iter()
+        .find(|c| c.status == "True" && (c.type_ == "Complete" || c.type_ == "Failed"))?;
+    let outcome = if condition.type_ == "Complete" {
+        Outcome::Complete
+    } else {
+        Outcome::Failed
+    };
+    let at = condition
+        .last_transition_time
+        .as_ref()
+        .map(|t| t.0)
+        .or_else(|| match outcome {
+            Outcome::Complete => status.completion_time.as_ref().map(|t| t.0),
+            Outcome::Failed => None,
+        });
+    Some(Finish { outcome, at })
+}
+
+/// How `job` ended, if it did.
+pub fn outcome(job: &Job) -> Option<Outcome> {
+    finish(job).map(|f| f.outcome)
+}
+
+/// The reference stored in `status.active` for a Job.
+pub fn job_ref(job: &Job) -> ObjectReference {
+    ObjectReference {
+        api_version: Some("batch/v1".into()),
+        kind: Some("Job".into()),
+        name: job.metadata.name.clone(),
+        namespace: job.metadata.namespace.clone(),
+        uid: job.metadata.uid.clone(),
+        ..Default::default()
+    }
+}
+
+/// Drop what no controller reads before a Job enters a cache: managedFields, the last-applied
+/// annotation and the pod template (usually the bulk of a Job).
+pub fn slim(job: &mut Job) {
+    job.metadata.managed_fields = None;
+    if let Some(annotations) = job.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+    if let Some(spec) = job.spec.as_mut() {
+        spec.template = PodTemplateSpec::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    fn owned_by(api_version: &str, kind: &str, controller: Option<bool>) -> Job {
+        Job {
+            metadata: ObjectMeta {
+                owner_references: Some(vec![OwnerReference {
+                    api_version: api_version.into(),
+                    kind: kind.into(),
+                    name: "cj".into(),
+                    uid: "u1".into(),
+                    controller,
+                    block_owner_deletion: None,
+                }]),
+                ..Default::default()
+            },
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn only_a_controller_reference_to_our_cronjob_counts() {
+        let cases = [
+            ("batch.kronjob.dev/v1", "CronJob", Some(true), Some("u1")),
+            ("batch.kronjob.dev/v1", "CronJob", Some(false), None),
+            ("batch.kronjob.dev/v1", "CronJob", None, None),
+            ("batch/v1", "CronJob", Some(true), None),
+            ("batch.kronjob.dev/v1", "Job", Some(true), None),
+        ];
+        for (api_version, kind, controller, want) in cases {
+            let job = owned_by(api_version, kind, controller);
+            assert_eq!(
+                controller_uid(&job),
+                want,
+                "{api_version} {kind} {controller:?}"
+            );
+            assert_eq!(is_controlled_by_kronjob(&job), want.is_some());
+        }
+        assert_eq!(controller_uid(&Job::default()), None);
+    }
+
+    fn with_conditions(conditions: &[(&str, &str, Option<&str>)], completion: Option<&str>) -> Job {
+        Job {
+            status: Some(JobStatus {
+                completion_time: completion.map(|c| Time(t(c))),
+                conditions: Some(
+                    conditions
+                        .iter()
+                        .map(|(type_, status, at)| JobCondition {
+                            type_: (*type_).into(),
+                            status: (*status).into(),
+                            last_transition_time: at.map(|a| Time(t(a))),
+                            ..Default::default()
+                        })
+                        .collect(),
+                ),
+                ..Default::default()
+            }),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn finish_table() {
+        let a = "2024-01-01T00:00:05Z";
+        let b = "2024-01-01T00:00:09Z";
+        let cases: Vec<(&str, Job, Option<Finish>)> = vec![
+            ("no status", Job::default(), None),
+            ("running", with_conditions(&[], None), None),
+            (
+                "interim conditions do not finish",
+                with_conditions(
+                    &[
+                        ("SuccessCriteriaMet", "True", Some(a)),
+                        ("FailureTarget", "True", Some(a)),
+                    ],
+                    None,
+                ),
+                None,
+            ),
+            (
+                "Complete=False",
+                with_conditions(&[("Complete", "False", Some(a))], None),
+                None,
+            ),
+            (
+                "complete: the condition's time, not completionTime",
+                with_conditions(
+                    &[
+                        ("SuccessCriteriaMet", "True", Some(a)),
+                        ("Complete", "True", Some(b)),
+                    ],
+                    Some(a),
+                ),
+                Some(Finish {
+                    outcome: Outcome::Complete,
+                    at: Some(t(b)),
+                }),
+            ),
+            (
+                "complete without a condition time: completionTime",
+                with_conditions(&[("Complete", "True", None)], Some(a)),
+                Some(Finish {
+                    outcome: Outcome::Complete,
+                    at: Some(t(a)),
+                }),
+            ),
+            (
+                "failed",
+                with_conditions(&[("Failed", "True", Some(b))], None),
+                Some(Finish {
+                    outcome: Outcome::Failed,
+                    at: Some(t(b)),
+                }),
+            ),
+            (
+                "failed without a time: unknown",
+                with_conditions(&[("Failed", "True", None)], Some(a)),
+                Some(Finish {
+                    outcome: Outcome::Failed,
+                    at: None,
+                }),
+            ),
+        ];
+        for (name, job, want) in cases {
+            assert_eq!(finish(&job), want, "{name}");
+            assert_eq!(outcome(&job), want.map(|f| f.outcome), "{name}");
+        }
+    }
+
+    #[test]
+    fn slim_drops_template_managed_fields_and_last_applied() {
+        let mut job = Job {
+            metadata: ObjectMeta {
+                managed_fields: Some(vec![Default::default()]),
+                annotations: Some(
+                    [
+                        (LAST_APPLIED.to_string(), "{}".to_string()),
+                        ("keep".to_string(), "1".to_string()),
+                    ]
+                    .into(),
+                ),
+                ..Default::default()
+            },
+            spec: Some(JobSpec {
+                template: PodTemplateSpec {
+                    metadata: Some(ObjectMeta {
+                        name: Some("x".into()),
+                        ..Default::default()
+                    }),
+                    spec: None,
+                },
+                parallelism: Some(2),
+                ..Default::default()
+            }),
+            status: None,
+        };
+        slim(&mut job);
+        assert!(job.metadata.managed_fields.is_none());
+        let annotations = job.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations.len(), 1);
+        assert!(annotations.contains_key("keep"));
+        let spec = job.spec.as_ref().expect("spec");
+        assert_eq!(spec.template, PodTemplateSpec::default());
+        assert_eq!(spec.parallelism, Some(2));
+    }
+}
