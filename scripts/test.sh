@@ -1,11 +1,23 @@
 #!/usr/bin/env bash
-# Runs the whole test suite (cargo test over all targets) and closes with one line that sums
-# every test binary's result: "tests: N passed, N failed, N skipped" (skipped = ignored e2e).
+# Runs the whole test suite (cargo test over all targets of the workspace), then the RBAC check
+# over the API calls the suite recorded, and closes with one line that sums every test binary's
+# result: "tests: N passed, N failed, N skipped" (skipped = ignored e2e and the RBAC check,
+# which the second step runs).
 set -uo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+./scripts/install-tools.sh >/dev/null
+export PATH="$root/.tools/bin:$PATH"
+export KRONJOB_API_CALL_LOG="$root/target/api-calls"
+rm -rf "$KRONJOB_API_CALL_LOG" && mkdir -p "$KRONJOB_API_CALL_LOG"
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
-cargo test --all-targets "$@" 2>&1 | tee "$log"
+cargo test --workspace --all-targets "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
+if [ "$status" -eq 0 ]; then
+  cargo test --test rbac -- --ignored 2>&1 | tee -a "$log"
+  status=${PIPESTATUS[0]}
+fi
 awk '/^test result:/ {
        for (i = 1; i <= NF; i++) {
          if ($(i+1) ~ /^passed/)  p += $i

@@ -1,7 +1,10 @@
 //! Logging: `tracing` with a human format on a terminal and JSON otherwise (or as asked);
 //! the level comes from `RUST_LOG` (default `info`).
 
+use std::collections::HashMap;
 use std::io::IsTerminal;
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use tracing_subscriber::EnvFilter;
 use tracing_subscriber::fmt::format::FmtSpan;
@@ -46,6 +49,52 @@ pub fn init(format: LogFormat) {
     };
 }
 
+/// At most one log line per key and interval, so an outage gives a steady trickle of warnings
+/// rather than one per object and retry; the lines that were held back are counted.
+#[derive(Debug)]
+pub struct Throttle {
+    every: Duration,
+    last: Mutex<HashMap<&'static str, (Instant, u64)>>,
+}
+
+impl Throttle {
+    /// One line per key every `every`.
+    pub fn new(every: Duration) -> Self {
+        Self {
+            every,
+            last: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// `Some(held back since the last line)` when a line for `key` may be written now.
+    pub fn allow(&self, key: &'static str) -> Option<u64> {
+        let now = Instant::now();
+        let mut last = self.last.lock().unwrap_or_else(|e| e.into_inner());
+        match last.get_mut(key) {
+            Some((at, held)) if now.duration_since(*at) < self.every => {
+                *held += 1;
+                None
+            }
+            Some((at, held)) => {
+                let skipped = *held;
+                (*at, *held) = (now, 0);
+                Some(skipped)
+            }
+            None => {
+                last.insert(key, (now, 0));
+                Some(0)
+            }
+        }
+    }
+}
+
+impl Default for Throttle {
+    /// One line per key every 10 s.
+    fn default() -> Self {
+        Self::new(Duration::from_secs(10))
+    }
+}
+
 /// An error with its sources, `a: b: c`, for one log line or one stderr line.
 pub fn error_chain(error: &dyn std::error::Error) -> String {
     let mut text = error.to_string();
@@ -61,6 +110,18 @@ pub fn error_chain(error: &dyn std::error::Error) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn throttle_lets_one_line_through_per_interval_and_counts_the_rest() {
+        let t = Throttle::new(Duration::from_millis(200));
+        assert_eq!(t.allow("watch"), Some(0));
+        assert_eq!(t.allow("watch"), None);
+        assert_eq!(t.allow("watch"), None);
+        assert_eq!(t.allow("reconcile"), Some(0), "keys are independent");
+        std::thread::sleep(Duration::from_millis(250));
+        assert_eq!(t.allow("watch"), Some(2), "two lines were held back");
+        assert_eq!(t.allow("watch"), None);
+    }
 
     #[test]
     fn auto_is_text_on_a_terminal_and_json_elsewhere() {

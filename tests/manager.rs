@@ -174,3 +174,42 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
     }
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A critical task that fails (here the webhook, whose certificate does not parse) stops the
+/// whole manager with its error, instead of leaving a process that looks alive.
+#[tokio::test]
+async fn a_failing_webhook_stops_the_manager_with_an_error() {
+    use clap::Parser;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let dir = tls_support::temp_dir("broken");
+    std::fs::write(dir.join("tls.crt"), "not a certificate").expect("write");
+    std::fs::write(dir.join("tls.key"), "not a key").expect("write");
+    let args = RunOnly::try_parse_from([
+        "run".to_string(),
+        "--health-addr=127.0.0.1:0".to_string(),
+        "--metrics-addr=127.0.0.1:0".to_string(),
+        "--webhook-addr=127.0.0.1:0".to_string(),
+        format!("--webhook-cert-dir={}", dir.display()),
+        "--shutdown-delay=0s".to_string(),
+    ])
+    .expect("flags parse")
+    .args;
+    let config = kube::Config::new(
+        format!("http://127.0.0.1:{}", free_port())
+            .parse()
+            .expect("url"),
+    );
+    let client = kube::Client::try_from(config).expect("client");
+    let result = tokio::time::timeout(
+        Duration::from_secs(15),
+        kronjob::manager::run_with(args, client, CancellationToken::new()),
+    )
+    .await
+    .expect("the manager stops on its own within 15 s");
+    let error = result.expect_err("a failed webhook is a failed manager");
+    assert!(
+        matches!(error, kronjob::manager::ManagerError::Webhook(_)),
+        "{error:?}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}

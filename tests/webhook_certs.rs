@@ -3,54 +3,17 @@
 //! uses the winner's Secret and writes nothing; the issued chain verifies over real TLS for
 //! the Service's DNS name.
 
+#[path = "support/mod.rs"]
+mod support;
 mod tls_support;
 
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http::{Request, Response, StatusCode};
+use http::StatusCode;
 use kronjob::webhook::certs::{MUTATING_CONFIG, SelfSigned, VALIDATING_CONFIG};
 use serde_json::{Value, json};
-
-type Calls = Arc<Mutex<Vec<(String, String)>>>;
-
-/// A mock API server: `respond(method, path, body) -> (status, body)`; records every call.
-fn mock_client(
-    respond: impl Fn(&str, &str, Option<Value>) -> (StatusCode, Value) + Send + 'static,
-) -> (kube::Client, Calls) {
-    let (service, mut handle) =
-        tower_test::mock::pair::<Request<kube::client::Body>, Response<kube::client::Body>>();
-    let calls: Calls = Arc::default();
-    let recorded = calls.clone();
-    tokio::spawn(async move {
-        while let Some((request, send)) = handle.next_request().await {
-            let method = request.method().to_string();
-            let path = request.uri().path().to_string();
-            let bytes = http_body_util::BodyExt::collect(request.into_body())
-                .await
-                .expect("request body")
-                .to_bytes();
-            let body = serde_json::from_slice::<Value>(&bytes).ok();
-            recorded
-                .lock()
-                .expect("lock")
-                .push((method.clone(), path.clone()));
-            let (status, answer) = respond(&method, &path, body);
-            send.send_response(
-                Response::builder()
-                    .status(status)
-                    .header("content-type", "application/json")
-                    .body(kube::client::Body::from(answer.to_string().into_bytes()))
-                    .expect("response"),
-            );
-        }
-    });
-    (kube::Client::new(service, "kronjob-system"), calls)
-}
-
-fn status(code: u16, reason: &str) -> Value {
-    json!({"kind": "Status", "apiVersion": "v1", "status": "Failure", "code": code, "reason": reason, "message": reason})
-}
+use support::api_script::{Expect, mock_client};
 
 fn config(kind: &str, name: &str, ca: Option<&str>) -> Value {
     let mut hook = json!({
@@ -77,114 +40,81 @@ const VALIDATING_PATH: &str =
 
 #[tokio::test]
 async fn first_replica_creates_second_replica_reuses() {
-    // Replica 1: nothing exists yet.
+    // Replica 1: nothing exists yet. It creates the Secret and fills both caBundles.
     let created: Arc<Mutex<Option<Value>>> = Arc::default();
     let ca_written: Arc<Mutex<Vec<String>>> = Arc::default();
-    let (client, calls) = {
-        let created = created.clone();
-        let ca_written = ca_written.clone();
-        mock_client(move |method, path, body| match (method, path) {
-            ("GET", SECRET_PATH) => (StatusCode::NOT_FOUND, status(404, "NotFound")),
-            ("POST", SECRETS_PATH) => {
-                let body = body.expect("secret body");
-                *created.lock().expect("lock") = Some(body.clone());
-                (StatusCode::CREATED, body)
-            }
-            ("GET", MUTATING_PATH) => (
-                StatusCode::OK,
-                config("MutatingWebhookConfiguration", MUTATING_CONFIG, None),
-            ),
-            ("GET", VALIDATING_PATH) => (
-                StatusCode::OK,
-                config(
-                    "ValidatingWebhookConfiguration",
-                    VALIDATING_CONFIG,
-                    Some("b2xk"),
-                ),
-            ),
-            ("PUT", MUTATING_PATH | VALIDATING_PATH) => {
-                let body = body.expect("config body");
-                ca_written.lock().expect("lock").push(
-                    body["webhooks"][0]["clientConfig"]["caBundle"]
-                        .as_str()
-                        .expect("caBundle")
-                        .to_string(),
-                );
-                (StatusCode::OK, body)
-            }
-            other => panic!("unexpected call {other:?}"),
-        })
+    let (client, script) = mock_client();
+    let keep = created.clone();
+    let record_ca = |written: Arc<Mutex<Vec<String>>>| {
+        move |body: &Value| {
+            written.lock().expect("lock").push(
+                body["webhooks"][0]["clientConfig"]["caBundle"]
+                    .as_str()
+                    .expect("caBundle")
+                    .to_string(),
+            );
+        }
     };
+    let verdict = script.run(vec![
+        Expect::get(SECRET_PATH).fails(StatusCode::NOT_FOUND, "NotFound"),
+        Expect::post(SECRETS_PATH).answer(move |body| {
+            *keep.lock().expect("lock") = Some(body.clone());
+            (StatusCode::CREATED, body.clone())
+        }),
+        Expect::get(MUTATING_PATH).ok(config(
+            "MutatingWebhookConfiguration",
+            MUTATING_CONFIG,
+            None,
+        )),
+        Expect::put(MUTATING_PATH).check(record_ca(ca_written.clone())),
+        Expect::get(VALIDATING_PATH).ok(config(
+            "ValidatingWebhookConfiguration",
+            VALIDATING_CONFIG,
+            Some("b2xk"),
+        )),
+        Expect::put(VALIDATING_PATH).check(record_ca(ca_written.clone())),
+    ]);
     let first = SelfSigned::new(client, "kronjob-webhook", "kronjob-system")
         .ensure(jiff::Timestamp::now())
         .await
         .expect("provisioned");
+    verdict.await.expect("replica 1 requests as scripted");
     let secret = created
         .lock()
         .expect("lock")
         .clone()
         .expect("secret created");
     assert_eq!(secret["type"], "kubernetes.io/tls");
-    assert_eq!(
-        calls
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|(m, _)| m == "PUT")
-            .count(),
-        2,
-        "both configurations get the caBundle"
-    );
     let written = ca_written.lock().expect("lock").clone();
-    assert_eq!(written.len(), 2);
+    assert_eq!(written.len(), 2, "both configurations get the caBundle");
     assert_eq!(written[0], written[1]);
     assert_eq!(written[0], secret["data"]["ca.crt"]);
 
     // Replica 2 loses the creation race and reads the winner's Secret; the caBundles are
     // already right, so it writes nothing.
-    let got_after_conflict = Arc::new(Mutex::new(false));
-    let (client, calls) = {
-        let secret = secret.clone();
-        let ca = written[0].clone();
-        let got_after_conflict = got_after_conflict.clone();
-        mock_client(move |method, path, _| match (method, path) {
-            ("GET", SECRET_PATH) => {
-                let mut seen = got_after_conflict.lock().expect("lock");
-                if *seen {
-                    (StatusCode::OK, secret.clone())
-                } else {
-                    *seen = true;
-                    (StatusCode::NOT_FOUND, status(404, "NotFound"))
-                }
-            }
-            ("POST", SECRETS_PATH) => (StatusCode::CONFLICT, status(409, "AlreadyExists")),
-            ("GET", MUTATING_PATH) => (
-                StatusCode::OK,
-                config("MutatingWebhookConfiguration", MUTATING_CONFIG, Some(&ca)),
-            ),
-            ("GET", VALIDATING_PATH) => (
-                StatusCode::OK,
-                config(
-                    "ValidatingWebhookConfiguration",
-                    VALIDATING_CONFIG,
-                    Some(&ca),
-                ),
-            ),
-            other => panic!("unexpected call {other:?}"),
-        })
-    };
+    let ca = written[0].clone();
+    let (client, script) = mock_client();
+    let verdict = script.run(vec![
+        Expect::get(SECRET_PATH).fails(StatusCode::NOT_FOUND, "NotFound"),
+        Expect::post(SECRETS_PATH).fails(StatusCode::CONFLICT, "AlreadyExists"),
+        Expect::get(SECRET_PATH).ok(secret.clone()),
+        Expect::get(MUTATING_PATH).ok(config(
+            "MutatingWebhookConfiguration",
+            MUTATING_CONFIG,
+            Some(&ca),
+        )),
+        Expect::get(VALIDATING_PATH).ok(config(
+            "ValidatingWebhookConfiguration",
+            VALIDATING_CONFIG,
+            Some(&ca),
+        )),
+    ]);
     let second = SelfSigned::new(client, "kronjob-webhook", "kronjob-system")
         .ensure(jiff::Timestamp::now())
         .await
         .expect("provisioned");
+    verdict.await.expect("replica 2 requests as scripted");
     assert_eq!(second, first, "both replicas serve the same pair");
-    let methods: Vec<String> = calls
-        .lock()
-        .expect("lock")
-        .iter()
-        .map(|(m, _)| m.clone())
-        .collect();
-    assert_eq!(methods, ["GET", "POST", "GET", "GET", "GET"]);
 
     // The issued chain verifies for the Service's DNS name over real TLS.
     let dir = tls_support::temp_dir("selfsigned");

@@ -21,8 +21,9 @@ type Answer = Box<dyn Fn(&Value) -> (StatusCode, Value) + Send>;
 /// Environment variable naming the directory of the API call log.
 pub const CALL_LOG_ENV: &str = "KRONJOB_API_CALL_LOG";
 
-/// Append `METHOD PATH` to the API call log, when [`CALL_LOG_ENV`] names a directory.
-pub fn record_call(method: &str, path: &str) {
+/// Append `METHOD PATH?QUERY` to the API call log, when [`CALL_LOG_ENV`] names a directory.
+/// Only the manager's calls are recorded: they must be granted by its RBAC.
+pub fn record_call(method: &str, path_and_query: &str) {
     let Some(dir) = std::env::var_os(CALL_LOG_ENV) else {
         return;
     };
@@ -32,23 +33,30 @@ pub fn record_call(method: &str, path: &str) {
         .append(true)
         .open(file)
     {
-        let _ = writeln!(f, "{method} {path}");
+        let _ = writeln!(f, "{method} {path_and_query}");
     }
 }
 
-/// A client whose requests go to the returned script handle.
+/// A client of the manager whose requests go to the returned script handle (and are recorded
+/// for the RBAC check).
 pub fn mock_client() -> (kube::Client, Script) {
     let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    (kube::Client::new(service, "default"), Script(handle))
+    (kube::Client::new(service, "default"), Script(handle, true))
+}
+
+/// The same for commands that run with the user's own credentials (not recorded).
+pub fn mock_user_client() -> (kube::Client, Script) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (kube::Client::new(service, "default"), Script(handle, false))
 }
 
 /// The server side of [`mock_client`].
-pub struct Script(Handle);
+pub struct Script(Handle, bool);
 
 impl Script {
     /// Serve `expected` in order on a task; join it to get the verdict.
     pub fn run(self, expected: Vec<Expect>) -> JoinHandle<()> {
-        tokio::spawn(serve(self.0, expected))
+        tokio::spawn(serve(self.0, expected, self.1))
     }
 }
 
@@ -170,13 +178,16 @@ pub fn status_body(status: StatusCode, reason: &str) -> Value {
     })
 }
 
-async fn serve(mut handle: Handle, expected: Vec<Expect>) {
+async fn serve(mut handle: Handle, expected: Vec<Expect>, record: bool) {
     for expect in expected {
         let (request, send) = tokio::time::timeout(Duration::from_secs(1), handle.next_request())
             .await
             .unwrap_or_else(|_| panic!("timed out waiting for {expect:?}"))
             .unwrap_or_else(|| panic!("client dropped before {expect:?}"));
-        record_call(request.method().as_str(), request.uri().path());
+        if record {
+            let target = request.uri().path_and_query().map_or("", |p| p.as_str());
+            record_call(request.method().as_str(), target);
+        }
         assert_eq!(
             request.method(),
             expect.method,

@@ -12,6 +12,7 @@ use crate::api::CronJob;
 use crate::clock::Clock;
 use crate::controller::backoff::Failures;
 use crate::controller::index::OwnerIndex;
+use crate::telemetry::Throttle;
 
 /// Everything a reconcile needs.
 pub struct Context {
@@ -29,6 +30,8 @@ pub struct Context {
     pub index: OwnerIndex,
     /// Consecutive failed reconciles per CronJob, for backoff.
     pub failures: Failures<ObjectRef<CronJob>>,
+    /// Keeps failure logs to a trickle during an outage.
+    pub log: Throttle,
 }
 
 impl std::fmt::Debug for Context {
@@ -60,6 +63,7 @@ impl Context {
             config,
             index,
             failures: Failures::default(),
+            log: Throttle::default(),
         }
     }
 }

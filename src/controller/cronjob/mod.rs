@@ -125,9 +125,7 @@ pub async fn run(
             pruned
                 .failures
                 .retain(|cronjob| gauge_reader.get(cronjob).is_some());
-            if let Err(e) = res {
-                tracing::debug!(error = %e, "controller event");
-            }
+            log_controller_error(res.err(), &pruned.log);
             futures::future::ready(())
         });
     let readiness = async move {
@@ -144,6 +142,24 @@ pub async fn run(
         Ok(())
     } else {
         Err(Stopped("CronJob"))
+    }
+}
+
+/// Report what the controller stream says went wrong: watch failures at `warn` (throttled);
+/// failed reconciles are reported by the error policy.
+fn log_controller_error<E: std::error::Error>(
+    error: Option<kube::runtime::controller::Error<Error, E>>,
+    log: &crate::telemetry::Throttle,
+) {
+    use kube::runtime::controller::Error as Stream;
+    match error {
+        None | Some(Stream::ReconcilerFailed(..)) => {}
+        Some(Stream::ObjectNotFound(obj)) => tracing::debug!(%obj, "deleted before its reconcile"),
+        Some(e) => {
+            if let Some(skipped) = log.allow("watch") {
+                tracing::warn!(error = %crate::telemetry::error_chain(&e), skipped, "watch failed; retrying");
+            }
+        }
     }
 }
 

@@ -112,7 +112,9 @@ pub fn error_policy(cj: Arc<CronJob>, error: &Error, ctx: Arc<Context>) -> Actio
             category: error.category(),
         })
         .inc();
-    tracing::warn!(cronjob = %cj.name_any(), category = error.category(), %error, "reconcile failed");
+    if let Some(skipped) = ctx.log.allow(error.category()) {
+        tracing::warn!(cronjob = %cj.name_any(), category = error.category(), error = %crate::telemetry::error_chain(error), skipped, "reconcile failed");
+    }
     if error.is_permanent() {
         return Action::await_change();
     }

@@ -291,6 +291,8 @@ struct Context {
     permits: Semaphore,
     /// Consecutive failures per object (`kind/namespace/name`), for backoff.
     failures: Failures<String>,
+    /// Keeps failure logs to a trickle during an outage.
+    log: crate::telemetry::Throttle,
     /// Pods (by UID) already warned about, with the bad value warned about.
     warned: Mutex<HashMap<String, String>>,
 }
@@ -320,6 +322,7 @@ impl Context {
             scope,
             permits: Semaphore::new(usize::from(CONCURRENCY)),
             failures: Failures::default(),
+            log: crate::telemetry::Throttle::default(),
             warned: Mutex::default(),
         }
     }
@@ -514,12 +517,15 @@ fn retry_delay<K: TtlObject>(obj: &K, error: &Error, ctx: &Context) -> Duration 
     let attempt = ctx.failures.record(&key);
     let delay = backoff::retry_delay(attempt);
     ctx.metrics.error(K::KIND, error.category());
-    warn!(
-        error = &*crate::telemetry::error_chain(error),
-        attempt,
-        retry_in_s = delay.as_secs_f64(),
-        "TTL reconcile failed"
-    );
+    if let Some(skipped) = ctx.log.allow(error.category()) {
+        warn!(
+            error = &*crate::telemetry::error_chain(error),
+            attempt,
+            retry_in_s = delay.as_secs_f64(),
+            skipped,
+            "TTL reconcile failed"
+        );
+    }
     delay
 }
 
@@ -532,6 +538,8 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
         .reflect(writer)
         .applied_objects();
     let queue = trigger_self(objects, ()).take_until(shutdown.cancelled_owned());
+    let ctx_log = Arc::clone(&ctx);
+    let ctx_log = &ctx_log.log;
     applier(
         |obj, ctx| Box::pin(reconcile::<K>(obj, ctx)),
         error_policy::<K>,
@@ -544,10 +552,14 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
         match result {
             Ok((obj, action)) => debug!(%obj, ?action, "reconciled"),
             Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
-            Err(error) => warn!(
-                error = &*crate::telemetry::error_chain(&error),
-                "TTL controller"
-            ),
+            Err(error) => {
+                if let Some(skipped) = ctx_log.allow("watch") {
+                    warn!(
+                        error = &*crate::telemetry::error_chain(&error),
+                        skipped, "TTL watch failed; retrying"
+                    );
+                }
+            }
         }
         future::ready(())
     })
