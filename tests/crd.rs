@@ -155,6 +155,11 @@ fn status_fields() {
     let conditions = node(&s, &["status", "conditions"]);
     assert_eq!(conditions["x-kubernetes-list-type"], "map");
     assert_eq!(conditions["x-kubernetes-list-map-keys"], json!(["type"]));
+    // batch/v1 omits `active` when no Job runs: the API server must not default it to [].
+    assert!(
+        node(&s, &["status", "active"]).get("default").is_none(),
+        "status.active has a schema default"
+    );
 }
 
 #[test]

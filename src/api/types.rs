@@ -175,8 +175,8 @@ impl CronJobSpec {
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CronJobStatus {
-    /// A list of pointers to currently running jobs.
-    #[serde(default)]
+    /// A list of pointers to currently running jobs. Absent when none runs, as upstream.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub active: Vec<ObjectReference>,
 
     /// The number of currently running jobs (the length of `active`), for printing.

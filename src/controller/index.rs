@@ -18,11 +18,32 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::api::LABEL_CRONJOB;
-use crate::controller::jobs::controller_uid;
+use crate::controller::jobs::{self, Finish, controller_uid};
 
 /// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {
     watcher::Config::default().labels(LABEL_CRONJOB)
+}
+
+/// What a reconcile reacts to in a Job: a change of any of these triggers its owner, a change of
+/// anything else (the Job controller's progress counters, pod counts) does not.
+#[derive(Debug, Clone, PartialEq)]
+struct Meaning {
+    owner: Option<String>,
+    finish: Option<Finish>,
+    deleting: bool,
+    ours: bool,
+}
+
+impl Meaning {
+    fn of(job: &Job) -> Self {
+        Self {
+            owner: controller_uid(job).map(str::to_string),
+            finish: jobs::finish(job),
+            deleting: job.metadata.deletion_timestamp.is_some(),
+            ours: jobs::created_by_kronjob(job),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -34,32 +55,36 @@ struct Inner {
 #[derive(Debug)]
 struct Entry {
     job: Arc<Job>,
-    owner: Option<String>,
+    meaning: Meaning,
 }
 
 impl Inner {
-    fn upsert(&mut self, job: Job) {
+    /// Store `job`; true when it is new or its meaning changed.
+    fn upsert(&mut self, job: Job) -> bool {
         let key = ObjectRef::from_obj(&job);
-        let owner = controller_uid(&job).map(str::to_string);
+        let meaning = Meaning::of(&job);
+        let changed = self.objects.get(&key).is_none_or(|e| e.meaning != meaning);
         self.unlink(&key);
-        if let Some(uid) = &owner {
+        if let Some(uid) = &meaning.owner {
             self.by_owner
                 .entry(uid.clone())
                 .or_default()
                 .insert(key.clone());
         }
         let job = Arc::new(job);
-        self.objects.insert(key, Entry { job, owner });
+        self.objects.insert(key, Entry { job, meaning });
+        changed
     }
 
-    fn remove(&mut self, key: &ObjectRef<Job>) {
+    /// Drop `key`; the Job, if it was there.
+    fn remove(&mut self, key: &ObjectRef<Job>) -> Option<Arc<Job>> {
         self.unlink(key);
-        self.objects.remove(key);
+        self.objects.remove(key).map(|e| e.job)
     }
 
     /// Remove `key` from the owner set it is currently filed under.
     fn unlink(&mut self, key: &ObjectRef<Job>) {
-        let Some(old_owner) = self.objects.get(key).and_then(|e| e.owner.clone()) else {
+        let Some(old_owner) = self.objects.get(key).and_then(|e| e.meaning.owner.clone()) else {
             return;
         };
         if let Some(set) = self.by_owner.get_mut(&old_owner) {
@@ -151,6 +176,18 @@ impl OwnerIndex {
         self.len() == 0
     }
 
+    /// A Job this process just created (the API server's answer): known at once, so the next
+    /// reconcile sees it even before its watch event, and that event then changes nothing.
+    pub fn remember(&self, mut job: Job) {
+        jobs::slim(&mut job);
+        write(&self.inner).upsert(job);
+    }
+
+    /// A Job this process just deleted: forgotten at once, likewise.
+    pub fn forget(&self, namespace: &str, name: &str) {
+        write(&self.inner).remove(&ObjectRef::new(name).within(namespace));
+    }
+
     /// Whether the initial list has completed.
     pub fn is_ready(&self) -> bool {
         *self.ready.borrow()
@@ -167,23 +204,62 @@ impl OwnerIndex {
 }
 
 impl IndexWriter {
-    /// Apply one watcher event, with the reflector's semantics: `Init`..`InitDone` replaces
-    /// the whole content atomically at `InitDone`.
-    pub fn apply_watcher_event(&mut self, event: &watcher::Event<Job>) {
+    /// Apply one watcher event, with the reflector's semantics (`Init`..`InitDone` replaces
+    /// the whole content atomically at `InitDone`), and return the Jobs whose owners must look
+    /// again: those that appeared, vanished or changed their meaning. The first list triggers
+    /// nothing: every CronJob is reconciled after its own first list anyway.
+    pub fn apply_watcher_event(&mut self, event: &watcher::Event<Job>) -> Vec<Job> {
         match event {
-            watcher::Event::Apply(job) => write(&self.inner).upsert(job.clone()),
-            watcher::Event::Delete(job) => write(&self.inner).remove(&ObjectRef::from_obj(job)),
-            watcher::Event::Init => self.buffer = Some(Vec::new()),
+            watcher::Event::Apply(job) => {
+                let changed = write(&self.inner).upsert(job.clone());
+                if changed {
+                    vec![job.clone()]
+                } else {
+                    Vec::new()
+                }
+            }
+            watcher::Event::Delete(job) => {
+                match write(&self.inner).remove(&ObjectRef::from_obj(job)) {
+                    Some(_) => vec![job.clone()],
+                    None => Vec::new(),
+                }
+            }
+            watcher::Event::Init => {
+                self.buffer = Some(Vec::new());
+                Vec::new()
+            }
             watcher::Event::InitApply(job) => {
-                self.buffer.get_or_insert_with(Vec::new).push(job.clone())
+                self.buffer.get_or_insert_with(Vec::new).push(job.clone());
+                Vec::new()
             }
             watcher::Event::InitDone => {
                 let mut fresh = Inner::default();
+                let mut changed = Vec::new();
                 for job in self.buffer.take().unwrap_or_default() {
+                    let key = ObjectRef::from_obj(&job);
+                    let meaning = Meaning::of(&job);
+                    let was = read(&self.inner)
+                        .objects
+                        .get(&key)
+                        .map(|e| e.meaning.clone());
+                    if was.as_ref() != Some(&meaning) {
+                        changed.push(job.clone());
+                    }
                     fresh.upsert(job);
                 }
-                *write(&self.inner) = fresh;
+                let mut current = write(&self.inner);
+                changed.extend(
+                    current
+                        .objects
+                        .iter()
+                        .filter(|(key, _)| !fresh.objects.contains_key(key))
+                        .map(|(_, e)| Job::clone(&e.job)),
+                );
+                *current = fresh;
+                drop(current);
+                let first = !*self.ready.borrow();
                 self.ready.send_replace(true);
+                if first { Vec::new() } else { changed }
             }
         }
     }

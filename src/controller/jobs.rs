@@ -7,7 +7,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use kube::Resource;
 
-use crate::api::CronJob;
+use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 
 /// The annotation `kubectl apply` leaves on objects; large and never read by the controllers.
 const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
@@ -28,6 +28,15 @@ pub fn controller_uid(job: &Job) -> Option<&str> {
 /// Whether a kronjob CronJob controls `job`.
 pub fn is_controlled_by_kronjob(job: &Job) -> bool {
     controller_uid(job).is_some()
+}
+
+/// Whether a Job carries the marks of kronjob: the scheduled-time annotation of a scheduled
+/// run, or the `instantiate: manual` annotation of a manual run.
+pub fn created_by_kronjob(job: &Job) -> bool {
+    job.metadata.annotations.as_ref().is_some_and(|a| {
+        a.contains_key(ANNOTATION_SCHEDULED_AT)
+            || a.get(ANNOTATION_INSTANTIATE).map(String::as_str) == Some("manual")
+    })
 }
 
 /// How a Job ended.

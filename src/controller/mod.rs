@@ -4,10 +4,12 @@
 //! - [`index`]: the owner index of Jobs it reads from;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
 //! - [`jobs`]: what both know about a Job (owner, finish, cache slimming), pure;
-//! - [`backoff`]: retry timing of watches and of failed reconciles.
+//! - [`backoff`]: retry timing of watches and of failed reconciles;
+//! - [`gate`]: creates first, everything that can wait after.
 
 pub mod backoff;
 pub mod cronjob;
+pub mod gate;
 pub mod index;
 pub mod jobs;
 pub mod ttl;
@@ -52,6 +54,8 @@ pub struct Shared {
     pub scope: Scope,
     /// This replica's name (the pod name), if known.
     pub instance: Option<String>,
+    /// Creates first: the priority rule between every controller's requests.
+    pub gate: gate::Gate,
 }
 
 impl std::fmt::Debug for Shared {

@@ -237,6 +237,7 @@ impl Manager {
             clock: Arc::clone(&clock),
             scope: args.scope(),
             instance: args.pod_name.clone(),
+            gate: crate::controller::gate::Gate::new(),
         };
         let lease = args.lease();
         let lease_api = lease

@@ -1,7 +1,9 @@
 //! A scripted mock API server (tower-test, as controller-rs's `ApiServerVerifier`): the test
-//! lists the exact requests it expects, in order, with the answers the API server would give.
-//! The verifier fails on a wrong method, path, query or body, when an expected request does not
-//! come within a second, and when any request comes after the script.
+//! lists the exact requests it expects, in order, with the answers the API server would give;
+//! consecutive requests marked [`Expect::unordered`] may come in any order among themselves
+//! (work sent by independent background workers). The verifier fails on a wrong method, path,
+//! query or body, when an expected request does not come within a second, and when any request
+//! comes after the script.
 //!
 //! Every request it sees is also appended to the API call log (see [`record_call`]), from which
 //! the RBAC test checks that the manifests grant every call the code makes.
@@ -62,6 +64,7 @@ impl Script {
 
 /// One expected request and the answer to it.
 pub struct Expect {
+    unordered: bool,
     method: Method,
     /// Exact path, or a prefix when it ends with `*`.
     path: String,
@@ -79,6 +82,7 @@ impl std::fmt::Debug for Expect {
 impl Expect {
     fn new(method: Method, path: &str) -> Self {
         Self {
+            unordered: false,
             method,
             path: path.to_string(),
             query: String::new(),
@@ -119,6 +123,20 @@ impl Expect {
             StatusCode::OK,
             json!({"kind": "Status", "apiVersion": "v1", "status": "Success", "code": 200}),
         )
+    }
+
+    /// May come in any order among the unordered requests next to it.
+    pub fn unordered(mut self) -> Self {
+        self.unordered = true;
+        self
+    }
+
+    fn matches(&self, method: &Method, path: &str) -> bool {
+        self.method == method
+            && match self.path.strip_suffix('*') {
+                Some(prefix) => path.starts_with(prefix),
+                None => path == self.path,
+            }
     }
 
     /// The query string must be exactly this (default: none).
@@ -179,11 +197,19 @@ pub fn status_body(status: StatusCode, reason: &str) -> Value {
 }
 
 async fn serve(mut handle: Handle, expected: Vec<Expect>, record: bool) {
-    for expect in expected {
+    let mut expected: std::collections::VecDeque<Expect> = expected.into();
+    while let Some(waiting_for) = expected.front().map(|first| format!("{first:?}")) {
         let (request, send) = tokio::time::timeout(Duration::from_secs(1), handle.next_request())
             .await
-            .unwrap_or_else(|_| panic!("timed out waiting for {expect:?}"))
-            .unwrap_or_else(|| panic!("client dropped before {expect:?}"));
+            .unwrap_or_else(|_| panic!("timed out waiting for {waiting_for}"))
+            .unwrap_or_else(|| panic!("client dropped before {waiting_for}"));
+        let unordered = expected.iter().take_while(|e| e.unordered).count();
+        let at = (0..unordered)
+            .find(|i| expected[*i].matches(request.method(), request.uri().path()))
+            .unwrap_or(0);
+        let Some(expect) = expected.remove(at) else {
+            break;
+        };
         if record {
             let target = request.uri().path_and_query().map_or("", |p| p.as_str());
             record_call(request.method().as_str(), target);

@@ -1,25 +1,37 @@
-//! Everything a reconcile touches, in one place, so tests can build it around a mocked API.
+//! Everything a reconcile touches, in one place, so tests can build it around a mocked API; and
+//! the background workers that send what reconciles queued.
 
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::Client;
-use kube::runtime::events::Recorder;
 use kube::runtime::reflector::ObjectRef;
+use tokio_util::sync::CancellationToken;
 
 use super::metrics::ReconcilerMetrics;
+use super::outbox::{self, Outbox};
 use super::plan::PlanConfig;
+use super::writer::StatusWriter;
 use crate::api::CronJob;
 use crate::clock::Clock;
+use crate::controller::Shared;
 use crate::controller::backoff::Failures;
+use crate::controller::gate::Gate;
 use crate::controller::index::OwnerIndex;
 use crate::telemetry::Throttle;
+
+/// Status writers running at once.
+pub const STATUS_WRITERS: usize = 16;
+/// Outbox workers (Events, history deletes) running at once.
+pub const OUTBOX_WORKERS: usize = 16;
+/// After the controller stops, how long the background workers may still send what is queued.
+pub const FLUSH: Duration = Duration::from_secs(2);
 
 /// Everything a reconcile needs.
 pub struct Context {
     /// API client.
     pub client: Client,
-    /// Event publisher.
-    pub recorder: Recorder,
     /// The one source of "now".
     pub clock: Arc<dyn Clock>,
     /// Metrics.
@@ -28,6 +40,14 @@ pub struct Context {
     pub config: PlanConfig,
     /// Jobs by owner.
     pub index: OwnerIndex,
+    /// Creates first: the slot's requests are urgent, the rest waits.
+    pub gate: Gate,
+    /// Events and history deletes, sent later.
+    pub outbox: Outbox,
+    /// Status writes, and the freshest view of each CronJob.
+    pub status: StatusWriter,
+    /// Asks for a reconcile of a CronJob.
+    pub reconcile: UnboundedSender<ObjectRef<CronJob>>,
     /// Consecutive failed reconciles per CronJob, for backoff.
     pub failures: Failures<ObjectRef<CronJob>>,
     /// Keeps failure logs to a trickle during an outage.
@@ -44,26 +64,62 @@ impl std::fmt::Debug for Context {
     }
 }
 
+/// The workers that send what reconciles queued: status writes and the outbox.
+#[derive(Debug)]
+pub struct Background {
+    status: StatusWriter,
+    outbox: outbox::Workers,
+}
+
+impl Background {
+    /// Run until `stop`, then send what is still queued for at most [`FLUSH`].
+    pub async fn run(self, stop: CancellationToken) {
+        tokio::join!(
+            self.status.run(STATUS_WRITERS, stop.clone(), FLUSH),
+            self.outbox.run(OUTBOX_WORKERS, stop, FLUSH),
+        );
+    }
+}
+
 impl Context {
-    /// A context; `index` is the owner index the controller's Job watch keeps current and
-    /// `instance` this replica's name on Events (the pod name).
+    /// A context for `shared`'s client, clock and replica, reading Jobs from `index`; with the
+    /// background workers to run beside the controller and the stream of CronJobs to reconcile
+    /// again (conflicting status writes, failed deletes, recovered watches).
     pub fn new(
-        client: Client,
-        clock: Arc<dyn Clock>,
+        shared: &Shared,
         metrics: ReconcilerMetrics,
         config: PlanConfig,
         index: OwnerIndex,
-        instance: Option<String>,
-    ) -> Self {
-        Self {
-            recorder: crate::controller::recorder(client.clone(), instance),
+    ) -> (Self, Background, UnboundedReceiver<ObjectRef<CronJob>>) {
+        let client = shared.client.clone();
+        let (reconcile, requests) = unbounded();
+        let recorder = crate::controller::recorder(client.clone(), shared.instance.clone());
+        let (outbox, workers) = outbox::outbox(
+            client.clone(),
+            recorder,
+            index.clone(),
+            shared.gate.clone(),
+            reconcile.clone(),
+            metrics.outbox_dropped.clone(),
+        );
+        let status = StatusWriter::new(client.clone(), shared.gate.clone(), reconcile.clone());
+        let ctx = Self {
             client,
-            clock,
+            clock: Arc::clone(&shared.clock),
             metrics,
             config,
             index,
+            gate: shared.gate.clone(),
+            outbox,
+            status: status.clone(),
+            reconcile,
             failures: Failures::default(),
             log: Throttle::default(),
-        }
+        };
+        let background = Background {
+            status,
+            outbox: workers,
+        };
+        (ctx, background, requests)
     }
 }

@@ -35,6 +35,8 @@ pub struct ReconcilerMetrics {
     pub reconcile_errors: Family<ErrorLabels, Counter>,
     /// CronJobs in the controller's cache.
     pub managed_cronjobs: Gauge,
+    /// Events and history deletes dropped because the outbox was full.
+    pub outbox_dropped: Counter,
 }
 
 impl ReconcilerMetrics {
@@ -46,6 +48,7 @@ impl ReconcilerMetrics {
             reconcile_duration: Histogram::new(DURATION_BUCKETS),
             reconcile_errors: Family::default(),
             managed_cronjobs: Gauge::default(),
+            outbox_dropped: Counter::default(),
         };
         registry.register(
             "kronjob_job_creation_skew_seconds",
@@ -66,6 +69,11 @@ impl ReconcilerMetrics {
             "kronjob_reconcile_errors",
             "Failed CronJob reconciles by error category",
             m.reconcile_errors.clone(),
+        );
+        registry.register(
+            "kronjob_outbox_dropped",
+            "Events and history deletes dropped because the outbox was full",
+            m.outbox_dropped.clone(),
         );
         registry.register(
             "kronjob_managed_cronjobs",

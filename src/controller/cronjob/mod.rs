@@ -12,17 +12,20 @@ pub mod context;
 pub mod manual;
 pub mod metrics;
 pub mod observe;
+pub mod outbox;
 pub mod plan;
 pub mod reconcile;
 pub mod status;
+pub mod writer;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::runtime::controller::Controller;
-use kube::runtime::reflector;
+use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, predicates, watcher};
 use tokio_util::sync::CancellationToken;
 
@@ -55,7 +58,22 @@ pub struct ReconcilerArgs {
     pub default_job_ttl: Option<i32>,
 }
 
-/// Run the CronJob controller until `shutdown` is cancelled (in-flight reconciles finish).
+/// How often state about deleted CronJobs (failure counts, known statuses) is dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// The annotation `kubectl apply` leaves on objects; never read by the controller.
+const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+
+/// Drop what the controller never reads before a CronJob enters the cache.
+fn slim(cj: &mut CronJob) {
+    cj.metadata.managed_fields = None;
+    if let Some(annotations) = cj.metadata.annotations.as_mut() {
+        annotations.remove(LAST_APPLIED);
+    }
+}
+
+/// Run the CronJob controller until `shutdown` is cancelled (in-flight reconciles finish, then
+/// queued status writes and Events are sent for a short while).
 ///
 /// One watch of CronJobs and one of Jobs per namespace (or cluster-wide when
 /// `scope.namespaces` is empty); the Job watch feeds the owner index and triggers the owning
@@ -67,15 +85,16 @@ pub async fn run(
     ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
 ) -> Result<(), Stopped> {
-    let Shared {
-        client,
-        clock,
-        scope,
-        instance,
-    } = shared;
     let (index, index_writer) = index::owner_index();
-    let jobs = job_trigger_stream(&client, &scope, index.clone(), index_writer);
+    let config = PlanConfig {
+        default_job_ttl: args.default_job_ttl,
+    };
+    let (ctx, background, requests) = Context::new(&shared, metrics.clone(), config, index.clone());
+    let ctx = Arc::new(ctx);
+    let Shared { client, scope, .. } = shared;
 
+    let jobs = job_trigger_stream(&client, &scope, index.clone(), index_writer)
+        .inspect(recovery(Arc::clone(&ctx)));
     let mut cj_config = watcher::Config::default();
     if let Some(sel) = &scope.selector {
         cj_config = cj_config.labels(sel);
@@ -86,62 +105,87 @@ pub async fn run(
         .apis::<CronJob>(&client)
         .into_iter()
         .map(|(ns, api)| {
-            (
-                ns,
-                watcher(api, cj_config.clone())
-                    .backoff(super::backoff::watch_backoff())
-                    .boxed(),
-            )
+            let watch = watcher(api, cj_config.clone())
+                .backoff(super::backoff::watch_backoff())
+                .modify(slim)
+                .boxed();
+            (ns, watch)
         })
         .collect();
     let cronjobs = reflector::reflector(
         cj_writer,
-        index::merge_watches(cj_watches, move || snapshot_reader.state()),
+        index::merge_watches(cj_watches, move || snapshot_reader.state())
+            .inspect(recovery(Arc::clone(&ctx))),
     )
     .applied_objects()
     .predicate_filter(predicates::generation, Default::default());
 
-    let ctx = Arc::new(Context::new(
-        client,
-        clock,
-        metrics.clone(),
-        PlanConfig {
-            default_job_ttl: args.default_job_ttl,
-        },
-        index.clone(),
-        instance,
-    ));
+    let stream_ctx = Arc::clone(&ctx);
     let gauge_reader = cj_reader.clone();
-    let pruned = Arc::clone(&ctx);
     let controller = Controller::for_stream(cronjobs, cj_reader.clone())
         .owns_stream(jobs)
+        .reconcile_on(requests)
         .with_config(kube::runtime::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
-        .run(reconcile, error_policy, ctx)
+        .run(reconcile, error_policy, Arc::clone(&ctx))
         .for_each(move |res| {
             metrics
                 .managed_cronjobs
                 .set(i64::try_from(gauge_reader.len()).unwrap_or(i64::MAX));
-            pruned
-                .failures
-                .retain(|cronjob| gauge_reader.get(cronjob).is_some());
-            log_controller_error(res.err(), &pruned.log);
+            log_controller_error(res.err(), &stream_ctx.log);
             futures::future::ready(())
         });
-    let readiness = async move {
+    let readiness = async {
         let _ = cj_reader.wait_until_ready().await;
         index.wait_until_ready().await;
         ready();
         futures::future::pending::<()>().await;
     };
+    let prune = async {
+        let mut tick = tokio::time::interval(PRUNE_EVERY);
+        loop {
+            tick.tick().await;
+            let exists = |cj: &ObjectRef<CronJob>| cj_reader.get(cj).is_some();
+            ctx.failures.retain(exists);
+            ctx.status.retain(exists);
+        }
+    };
+    let background_stop = CancellationToken::new();
+    let background = tokio::spawn(background.run(background_stop.clone()));
     tokio::select! {
         () = controller => {},
         () = readiness => {},
+        () = prune => {},
     }
+    background_stop.cancel();
+    let _ = background.await;
     if shutdown.is_cancelled() {
         Ok(())
     } else {
         Err(Stopped("CronJob"))
+    }
+}
+
+/// Watch a stream's health: when it works again after failing (the API server is back), every
+/// CronJob whose last reconcile failed is reconciled at once instead of at its backoff.
+fn recovery<T, E>(ctx: Arc<Context>) -> impl FnMut(&Result<T, E>) {
+    let mut failing = false;
+    move |item| match item {
+        Err(_) => failing = true,
+        Ok(_) if failing => {
+            failing = false;
+            let keys = ctx.failures.failing();
+            if !keys.is_empty() {
+                tracing::info!(
+                    cronjobs = keys.len(),
+                    "API server reachable again: retrying failed CronJobs now"
+                );
+            }
+            for key in keys {
+                let _ = ctx.reconcile.unbounded_send(key);
+            }
+        }
+        Ok(_) => {}
     }
 }
 
@@ -164,7 +208,7 @@ fn log_controller_error<E: std::error::Error>(
 }
 
 /// The Job watch: label-filtered, slimmed, merged over namespaces, applied to the owner
-/// index, and turned into the objects that trigger their owners.
+/// index, and turned into the Jobs whose changes matter to their owners.
 fn job_trigger_stream(
     client: &Client,
     scope: &Scope,
@@ -183,13 +227,12 @@ fn job_trigger_stream(
         })
         .collect();
     index::merge_watches(watches, move || index.snapshot())
-        .map(move |ev| {
-            if let Ok(ev) = &ev {
-                writer.apply_watcher_event(ev);
-            }
-            ev
+        .map(move |ev| match ev {
+            Ok(ev) => futures::stream::iter(writer.apply_watcher_event(&ev).into_iter().map(Ok))
+                .left_stream(),
+            Err(e) => futures::stream::iter([Err(e)]).right_stream(),
         })
-        .touched_objects()
+        .flatten()
 }
 
 #[cfg(test)]

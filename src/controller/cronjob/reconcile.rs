@@ -1,15 +1,15 @@
-//! One reconcile: observe (owner index) -> plan (pure) -> apply (API calls) -> one status write;
-//! and what happens after a failed one.
+//! One reconcile: view (the freshest copy we know) -> observe (owner index) -> plan (pure) ->
+//! apply (the slot's run now, the rest queued) -> submit the status if it changed; and what
+//! happens after a failed one.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use kube::api::{Patch, PatchParams};
+use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, ResourceExt};
 
-use super::{Context, apply, metrics, observe, plan, status};
+use super::{Context, apply, metrics, observe, plan};
 use crate::api::CronJob;
 use crate::controller::backoff::retry_delay;
 
@@ -53,7 +53,7 @@ impl Error {
 pub async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
-    let result = reconcile_inner(&cj, &ctx).await;
+    let result = reconcile_inner(Arc::clone(&cj), &ctx).await;
     ctx.metrics
         .reconcile_duration
         .observe(started.elapsed().as_secs_f64());
@@ -63,36 +63,25 @@ pub async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
     result
 }
 
-async fn reconcile_inner(cj: &CronJob, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, Error> {
     if !ctx.index.is_ready() {
         // The Job cache has not listed yet: planning now could miss running Jobs.
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
-    let name = cj
-        .metadata
-        .name
-        .as_deref()
-        .ok_or(Error::MissingField("metadata.name"))?;
-    let namespace = cj
-        .metadata
-        .namespace
-        .as_deref()
-        .ok_or(Error::MissingField("metadata.namespace"))?;
+    for (field, value) in [
+        ("metadata.name", &cached.metadata.name),
+        ("metadata.namespace", &cached.metadata.namespace),
+    ] {
+        value.as_ref().ok_or(Error::MissingField(field))?;
+    }
+    let cj = ctx.status.view(cached);
     let now = ctx.clock.now();
-    let jobs = observe::observe(ctx, cj).await?;
-    let plan = plan::plan(cj, &jobs, now, &ctx.config);
+    let jobs = observe::observe(ctx, &cj).await?;
+    let plan = plan::plan(&cj, &jobs, now, &ctx.config);
     let requeue = plan.requeue_after;
-    let applied = apply::apply(ctx, cj, plan).await;
-    let current = cj.status.clone().unwrap_or_default();
-    if applied.status != current {
-        let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), namespace);
-        api.patch_status(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(status::status_patch(&applied.status)),
-        )
-        .await
-        .map_err(Error::Kube)?;
+    let applied = apply::apply(ctx, &cj, plan).await;
+    if applied.status != cj.status.clone().unwrap_or_default() {
+        ctx.status.submit(&cj, applied.status);
     }
     if let Some(e) = applied.error {
         return Err(e);
@@ -104,7 +93,8 @@ async fn reconcile_inner(cj: &CronJob, ctx: &Context) -> Result<Action, Error> {
 }
 
 /// What to do after a failed reconcile: permanent errors wait for an edit; transient ones
-/// back off per object with jitter.
+/// back off per object with jitter, but never past the CronJob's next slot (an outage must not
+/// cost the slots after it).
 pub fn error_policy(cj: Arc<CronJob>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics
         .reconcile_errors
@@ -119,5 +109,10 @@ pub fn error_policy(cj: Arc<CronJob>, error: &Error, ctx: Arc<Context>) -> Actio
         return Action::await_change();
     }
     let attempt = ctx.failures.record(&ObjectRef::from_obj(cj.as_ref()));
-    Action::requeue(retry_delay(attempt))
+    let now = ctx.clock.now();
+    let delay = match plan::scheduling::next_run(&cj, now) {
+        Some(next) => retry_delay(attempt).min(plan::requeue_for(next, now)),
+        None => retry_delay(attempt),
+    };
+    Action::requeue(delay)
 }

@@ -66,10 +66,29 @@ pub fn ready_of(status: &CronJobStatus) -> Option<(&str, &str)> {
         .map(|c| (c.status.as_str(), c.reason.as_str()))
 }
 
+/// Every field of `status`, as the merge patch must name them: an absent field is `null`, which
+/// removes it (an empty `active` list is removed, as upstream omits it).
+pub const STATUS_FIELDS: [&str; 8] = [
+    "active",
+    "activeCount",
+    "lastScheduleTime",
+    "lastSuccessfulTime",
+    "lastFailureTime",
+    "nextScheduleTime",
+    "observedGeneration",
+    "conditions",
+];
+
 /// Body of the merge patch on the status subresource: the whole status, `null` for absent
-/// fields (which removes them).
+/// fields.
 pub fn status_patch(status: &CronJobStatus) -> serde_json::Value {
-    serde_json::json!({ "status": status })
+    let mut body = serde_json::to_value(status).unwrap_or_else(|_| serde_json::json!({}));
+    if let Some(fields) = body.as_object_mut() {
+        for field in STATUS_FIELDS {
+            fields.entry(field).or_insert(serde_json::Value::Null);
+        }
+    }
+    serde_json::json!({ "status": body })
 }
 
 #[cfg(test)]
@@ -99,14 +118,48 @@ mod tests {
     }
 
     #[test]
-    fn patch_carries_nulls_for_absent_fields() {
+    fn patch_names_every_field_and_removes_absent_ones_and_empty_active() {
         let body = status_patch(&CronJobStatus::default());
+        let fields = body["status"].as_object().expect("object");
+        for field in STATUS_FIELDS {
+            assert!(fields.contains_key(field), "{field}");
+        }
         assert!(body["status"]["lastScheduleTime"].is_null());
         assert!(
-            body["status"]
-                .as_object()
-                .expect("object")
-                .contains_key("lastScheduleTime")
+            body["status"]["active"].is_null(),
+            "an empty list is removed, not []"
         );
+        // The list is the struct's: a fully set status names exactly these fields.
+        let full = CronJobStatus {
+            active: vec![Default::default()],
+            active_count: 1,
+            last_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
+            last_successful_time: Some(Time(t("2024-01-01T00:00:00Z"))),
+            last_failure_time: Some(Time(t("2024-01-01T00:00:00Z"))),
+            next_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
+            observed_generation: Some(1),
+            conditions: vec![Condition {
+                type_: CONDITION_READY.into(),
+                status: "True".into(),
+                reason: reason::SCHEDULED.into(),
+                message: String::new(),
+                observed_generation: None,
+                last_transition_time: Time(t("2024-01-01T00:00:00Z")),
+            }],
+        };
+        let serialized = serde_json::to_value(&full).expect("json");
+        let mut keys: Vec<&str> = serialized
+            .as_object()
+            .expect("object")
+            .keys()
+            .map(String::as_str)
+            .collect();
+        keys.sort_unstable();
+        let mut want = STATUS_FIELDS.to_vec();
+        want.sort_unstable();
+        assert_eq!(keys, want);
+        // And upstream's shape: no `active` key when nothing runs.
+        let idle = serde_json::to_value(CronJobStatus::default()).expect("json");
+        assert!(idle.get("active").is_none(), "{idle}");
     }
 }

@@ -1,12 +1,15 @@
-//! Mock-API tests: the exact requests of one reconcile, in order, and nothing else.
+//! Mock-API tests: the exact requests of a reconcile and its background work, and nothing else.
 
 use std::time::Duration;
 
+use futures::StreamExt;
+use futures::channel::mpsc::UnboundedReceiver;
 use http::StatusCode;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
 use super::*;
 use crate::api::{ConcurrencyPolicy, CronJob};
@@ -19,60 +22,100 @@ const NOW: &str = "2016-05-19T10:01:00Z";
 const SLOT_JOB: &str = "cj-24394200";
 const JOBS: &str = "/apis/batch/v1/namespaces/ns/jobs";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
+const CRONJOB: &str = "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/cj";
 const STATUS: &str = "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/cj/status";
 
-fn context(jobs: Vec<k8s_openapi::api::batch::v1::Job>) -> (Arc<Context>, Script) {
-    let (client, script) = mock_client();
-    let (index, mut writer) = owner_index();
-    writer.apply_watcher_event(&watcher::Event::Init);
-    for j in jobs {
-        writer.apply_watcher_event(&watcher::Event::InitApply(j));
+/// A context on a mocked API with its background workers running.
+struct Harness {
+    ctx: Arc<Context>,
+    requests: UnboundedReceiver<ObjectRef<CronJob>>,
+    stop: CancellationToken,
+    background: tokio::task::JoinHandle<()>,
+}
+
+impl Harness {
+    fn new(jobs: Vec<k8s_openapi::api::batch::v1::Job>) -> (Self, Script) {
+        let (client, script) = mock_client();
+        let (index, mut writer) = owner_index();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        for j in jobs {
+            writer.apply_watcher_event(&watcher::Event::InitApply(j));
+        }
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let shared = crate::controller::Shared {
+            client,
+            clock: Arc::new(FixedClock::new(t(NOW))),
+            scope: Default::default(),
+            instance: None,
+            gate: Default::default(),
+        };
+        let metrics = ReconcilerMetrics::new(&mut Default::default());
+        let (ctx, background, requests) =
+            Context::new(&shared, metrics, PlanConfig::default(), index);
+        let stop = CancellationToken::new();
+        let background = tokio::spawn(background.run(stop.clone()));
+        let harness = Self {
+            ctx: Arc::new(ctx),
+            requests,
+            stop,
+            background,
+        };
+        (harness, script)
     }
-    writer.apply_watcher_event(&watcher::Event::InitDone);
-    let ctx = Context::new(
-        client,
-        Arc::new(FixedClock::new(t(NOW))),
-        ReconcilerMetrics::new(&mut Default::default()),
-        PlanConfig::default(),
-        index,
-        None,
-    );
-    (Arc::new(ctx), script)
-}
 
-/// An Event on the CronJob with this reason and type.
-fn event(reason: &'static str, type_: &'static str) -> Expect {
-    Expect::post(EVENTS).check(move |b| {
-        assert_eq!(b["reason"], reason);
-        assert_eq!(b["type"], type_);
-        assert_eq!(b["reportingController"], "kronjob");
-        assert_eq!(b["regarding"]["name"], "cj");
-    })
-}
-
-/// The status write, with assertions on the status sent.
-fn status_patch(check: impl Fn(&Value) + Send + 'static) -> Expect {
-    Expect::patch(STATUS).answer(move |body| {
-        check(&body["status"]);
-        let mut cj = serde_json::to_value(cronjob("0 * * * *")).expect("json");
-        cj["status"] = body["status"].clone();
-        (StatusCode::OK, cj)
-    })
-}
-
-async fn reconciled(cj: CronJob, ctx: Arc<Context>) -> Result<Action, Error> {
-    tokio::time::timeout(Duration::from_secs(2), reconcile(Arc::new(cj), ctx))
+    async fn reconcile(&self, cj: CronJob) -> Result<Action, Error> {
+        tokio::time::timeout(
+            Duration::from_secs(2),
+            reconcile(Arc::new(cj), self.ctx.clone()),
+        )
         .await
         .expect("reconcile finishes")
+    }
+
+    /// Stop the background workers, then wait for the script's verdict.
+    async fn verdict(self, server: tokio::task::JoinHandle<()>) -> Arc<Context> {
+        // Let queued background work reach the mock before stopping.
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        self.stop.cancel();
+        self.background.await.expect("background workers");
+        server.await.expect("requests as scripted");
+        self.ctx
+    }
 }
 
-async fn verdict(server: tokio::task::JoinHandle<()>) {
-    server.await.expect("requests as scripted");
+/// An Event on the CronJob with this reason and type, sent by a background worker.
+fn event(reason: &'static str, type_: &'static str) -> Expect {
+    Expect::post(EVENTS)
+        .check(move |b| {
+            assert_eq!(b["reason"], reason);
+            assert_eq!(b["type"], type_);
+            assert_eq!(b["reportingController"], "kronjob");
+            assert_eq!(b["regarding"]["name"], "cj");
+        })
+        .unordered()
+}
+
+/// The status write: conditional on the resourceVersion it was planned from; answered with
+/// the CronJob at resourceVersion `2`.
+fn status_patch(check: impl Fn(&Value) + Send + 'static) -> Expect {
+    Expect::patch(STATUS)
+        .answer(move |body| {
+            assert_eq!(
+                body["metadata"]["resourceVersion"], "1",
+                "conditional write"
+            );
+            check(&body["status"]);
+            let mut cj = serde_json::to_value(cronjob("0 * * * *")).expect("json");
+            cj["status"] = body["status"].clone();
+            cj["metadata"]["resourceVersion"] = json!("2");
+            (StatusCode::OK, cj)
+        })
+        .unordered()
 }
 
 #[tokio::test]
-async fn creates_the_due_job_then_writes_status_once() {
-    let (ctx, script) = context(vec![]);
+async fn the_slot_job_is_created_first_then_event_and_one_status_write() {
+    let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![
         Expect::post(JOBS).check(|b| {
             assert_eq!(b["metadata"]["name"], SLOT_JOB);
@@ -100,15 +143,13 @@ async fn creates_the_due_job_then_writes_status_once() {
             assert!(s["lastSuccessfulTime"].is_null());
         }),
     ]);
-    let action = reconciled(cronjob("0 * * * *"), ctx.clone())
-        .await
-        .expect("reconcile");
+    // The reconcile returns once the Job is created: the Event and the status go later.
+    let action = h.reconcile(cronjob("0 * * * *")).await.expect("reconcile");
     assert_eq!(
         action,
         Action::requeue(Duration::from_secs(59 * 60) + plan::NEXT_SCHEDULE_DELTA)
     );
-    drop(ctx.clone());
-    verdict(server).await;
+    let ctx = h.verdict(server).await;
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register(
         "skew_seconds",
@@ -123,8 +164,25 @@ async fn creates_the_due_job_then_writes_status_once() {
 }
 
 #[tokio::test]
+async fn a_second_reconcile_on_a_stale_cache_makes_no_request() {
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::post(JOBS),
+        event("SuccessfulCreate", "Normal"),
+        status_patch(|_| {}),
+    ]);
+    let cached = cronjob("0 * * * *");
+    h.reconcile(cached.clone()).await.expect("first");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The cache still holds the CronJob as it was, and the Job's watch event has not come:
+    // the reconcile sees the Job it created and the status it wrote, and does nothing.
+    h.reconcile(cached).await.expect("second");
+    h.verdict(server).await;
+}
+
+#[tokio::test]
 async fn already_exists_and_owned_is_adopted() {
-    let (ctx, script) = context(vec![]);
+    let (h, script) = Harness::new(vec![]);
     let existing = serde_json::to_value(job(SLOT_JOB).scheduled()).expect("json");
     let server = script.run(vec![
         Expect::post(JOBS).fails(StatusCode::CONFLICT, "AlreadyExists"),
@@ -134,58 +192,121 @@ async fn already_exists_and_owned_is_adopted() {
             assert_eq!(s["lastScheduleTime"], "2016-05-19T10:00:00Z");
         }),
     ]);
-    reconciled(cronjob("0 * * * *"), ctx)
-        .await
-        .expect("reconcile");
-    verdict(server).await;
+    h.reconcile(cronjob("0 * * * *")).await.expect("reconcile");
+    h.verdict(server).await;
 }
 
 #[tokio::test]
-async fn already_exists_not_owned_warns_and_keeps_active() {
-    let (ctx, script) = context(vec![]);
+async fn already_exists_not_owned_warns_and_records_no_slot() {
+    let (h, script) = Harness::new(vec![]);
     let stranger = serde_json::to_value(job(SLOT_JOB).owned_by("someone-else")).expect("json");
     let server = script.run(vec![
         Expect::post(JOBS).fails(StatusCode::CONFLICT, "AlreadyExists"),
         Expect::get(&format!("{JOBS}/{SLOT_JOB}")).ok(stranger),
         event("FailedCreate", "Warning"),
         status_patch(|s| {
-            assert_eq!(s["active"], json!([]));
+            assert!(s["active"].is_null(), "no Job runs: no active list");
             assert!(s["lastScheduleTime"].is_null());
         }),
     ]);
-    reconciled(cronjob("0 * * * *"), ctx)
-        .await
-        .expect("reconcile");
-    verdict(server).await;
+    h.reconcile(cronjob("0 * * * *")).await.expect("reconcile");
+    h.verdict(server).await;
 }
 
 #[tokio::test]
-async fn replace_deletes_active_in_background_then_creates() {
+async fn replace_deletes_the_running_job_then_creates() {
     let running = job("cj-24394140").scheduled();
     let cj = cronjob("0 * * * *")
         .policy(ConcurrencyPolicy::Replace)
         .last_scheduled("2016-05-19T09:00:00Z")
         .running(&[&running]);
-    let (ctx, script) = context(vec![running]);
+    let (h, script) = Harness::new(vec![running]);
     let server = script.run(vec![
         Expect::delete(&format!("{JOBS}/cj-24394140")).check(|b| {
             assert_eq!(b["propagationPolicy"], "Background");
             assert_eq!(b["preconditions"]["uid"], "cj-24394140-uid");
         }),
-        event("SuccessfulDelete", "Normal"),
         Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], SLOT_JOB)),
+        event("SuccessfulDelete", "Normal"),
         event("SuccessfulCreate", "Normal"),
         status_patch(|s| {
             assert_eq!(s["activeCount"], 1);
             assert_eq!(s["active"][0]["uid"], format!("{SLOT_JOB}-uid"));
+            assert_eq!(s["lastScheduleTime"], "2016-05-19T10:00:00Z");
         }),
     ]);
-    reconciled(cj, ctx).await.expect("reconcile");
-    verdict(server).await;
+    h.reconcile(cj).await.expect("reconcile");
+    h.verdict(server).await;
+}
+
+/// Issue: a failed delete of the active Job under Replace recorded the slot and emptied
+/// `active` although no new Job existed. The slot must stay due and the old Job listed.
+#[tokio::test]
+async fn replace_whose_delete_fails_keeps_the_slot_due_and_the_old_job_listed() {
+    let running = job("cj-24394140").scheduled();
+    let cj = cronjob("0 * * * *")
+        .policy(ConcurrencyPolicy::Replace)
+        .last_scheduled("2016-05-19T09:00:00Z")
+        .running(&[&running]);
+    let (h, script) = Harness::new(vec![running]);
+    let server = script.run(vec![
+        Expect::delete(&format!("{JOBS}/cj-24394140"))
+            .fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+        event("FailedDelete", "Warning"),
+        status_patch(|s| {
+            assert_eq!(
+                s["lastScheduleTime"], "2016-05-19T09:00:00Z",
+                "slot not recorded"
+            );
+            assert_eq!(
+                s["active"][0]["name"], "cj-24394140",
+                "old Job still listed"
+            );
+            assert_eq!(s["activeCount"], 1);
+        }),
+    ]);
+    let err = h.reconcile(cj).await.expect_err("the run failed");
+    assert_eq!(err.category(), "api_server");
+    h.verdict(server).await;
+}
+
+/// Issue: status was merge-patched with no precondition, so a stale reconcile could clear
+/// newer status. The write carries the resourceVersion; on a conflict the writer reads the
+/// CronJob fresh and asks for a new reconcile, which plans from the fresh copy.
+#[tokio::test]
+async fn a_conflicting_status_write_is_not_forced_but_read_fresh_and_replanned() {
+    let cj = cronjob("0 * * * *").last_scheduled("2016-05-19T10:00:00Z");
+    let mut fresh = serde_json::to_value(&cj).expect("json");
+    fresh["metadata"]["resourceVersion"] = json!("7");
+    fresh["status"]["lastSuccessfulTime"] = json!("2016-05-19T10:00:30Z");
+    let (mut h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::patch(STATUS)
+            .check(|b| assert_eq!(b["metadata"]["resourceVersion"], "1"))
+            .fails(StatusCode::CONFLICT, "Conflict"),
+        Expect::get(CRONJOB).ok(fresh),
+    ]);
+    h.reconcile(cj.clone()).await.expect("reconcile");
+    let again = tokio::time::timeout(Duration::from_secs(2), h.requests.next())
+        .await
+        .expect("a new reconcile is asked for")
+        .expect("channel open");
+    assert_eq!(again, ObjectRef::from_obj(&cj));
+    // The replanning sees the fresh copy through the stale cache, newer status included.
+    let view = h.ctx.status.view(Arc::new(cj));
+    assert_eq!(view.metadata.resource_version.as_deref(), Some("7"));
+    assert_eq!(
+        view.status
+            .as_ref()
+            .and_then(|s| s.last_successful_time.as_ref())
+            .map(|t| t.0),
+        Some(t("2016-05-19T10:00:30Z"))
+    );
+    h.verdict(server).await;
 }
 
 #[tokio::test]
-async fn history_beyond_limit_is_deleted_and_status_written_once() {
+async fn history_beyond_the_limit_is_deleted_in_the_background() {
     let cj = cronjob("0 * * * *")
         .history(1, 1)
         .last_scheduled("2016-05-19T10:00:00Z");
@@ -195,15 +316,20 @@ async fn history_beyond_limit_is_deleted_and_status_written_once() {
     let new = job("cj-new")
         .started_at("2016-05-19T09:00:05Z")
         .complete_at("2016-05-19T09:00:05Z");
-    let (ctx, script) = context(vec![old, new]);
+    let (h, script) = Harness::new(vec![old, new]);
     let server = script.run(vec![
         Expect::delete(&format!("{JOBS}/cj-old"))
-            .check(|b| assert_eq!(b["propagationPolicy"], "Background")),
+            .check(|b| assert_eq!(b["propagationPolicy"], "Background"))
+            .unordered(),
         event("SuccessfulDelete", "Normal"),
         status_patch(|s| assert_eq!(s["lastSuccessfulTime"], "2016-05-19T09:00:05Z")),
     ]);
-    reconciled(cj, ctx).await.expect("reconcile");
-    verdict(server).await;
+    h.reconcile(cj).await.expect("reconcile");
+    let ctx = h.verdict(server).await;
+    assert!(
+        ctx.index.get("ns", "cj-old").is_none(),
+        "forgotten once deleted"
+    );
 }
 
 #[tokio::test]
@@ -211,15 +337,15 @@ async fn no_request_when_nothing_changed() {
     let cj = cronjob("0 * * * *").last_scheduled("2016-05-19T10:00:00Z");
     let settled = plan::plan(&cj, &[], t(NOW), &PlanConfig::default());
     let cj = cj.status(settled.status);
-    let (ctx, script) = context(vec![]);
+    let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![]);
-    reconciled(cj, ctx).await.expect("reconcile");
-    verdict(server).await;
+    h.reconcile(cj).await.expect("reconcile");
+    h.verdict(server).await;
 }
 
 #[tokio::test]
-async fn a_failed_create_is_retried_with_a_growing_backoff() {
-    let (ctx, script) = context(vec![]);
+async fn a_failed_create_records_no_slot_and_retries_no_later_than_the_next_slot() {
+    let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![
         Expect::post(JOBS).fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         event("FailedCreate", "Warning"),
@@ -227,17 +353,53 @@ async fn a_failed_create_is_retried_with_a_growing_backoff() {
         status_patch(|s| assert!(s["lastScheduleTime"].is_null())),
     ]);
     let cj = Arc::new(cronjob("0 * * * *"));
-    let err = reconciled((*cj).clone(), ctx.clone())
-        .await
-        .expect_err("error");
-    verdict(server).await;
+    let err = h.reconcile((*cj).clone()).await.expect_err("error");
     assert_eq!(err.category(), "api_server");
     let key = ObjectRef::from_obj(cj.as_ref());
-    let first = error_policy(cj.clone(), &err, ctx.clone());
-    let second = error_policy(cj.clone(), &err, ctx.clone());
+    let first = error_policy(cj.clone(), &err, h.ctx.clone());
     assert_ne!(first, Action::await_change());
-    assert_eq!(ctx.failures.get(&key), 2, "two failures in a row");
-    assert_ne!(first, second);
+    assert_eq!(h.ctx.failures.get(&key), 1);
+    // Long outage: the backoff would be minutes, but the next slot (11:00) is 59 min away at
+    // most... and for an every-minute schedule, under a minute.
+    for _ in 0..20 {
+        h.ctx.failures.record(&key);
+    }
+    let every_minute = Arc::new(cronjob("* * * * *"));
+    let capped = error_policy(every_minute, &err, h.ctx.clone());
+    assert_eq!(
+        capped,
+        Action::requeue(Duration::from_secs(60) + plan::NEXT_SCHEDULE_DELTA),
+        "never past the next slot (10:02:00, 60 s after the clock's 10:01:00)"
+    );
+    h.verdict(server).await;
+}
+
+#[tokio::test]
+async fn a_recovered_watch_asks_for_every_failed_cronjob_at_once() {
+    let (mut h, script) = Harness::new(vec![]);
+    let server = script.run(vec![]);
+    let a = ObjectRef::<CronJob>::new("a").within("ns");
+    let b = ObjectRef::<CronJob>::new("b").within("ns");
+    h.ctx.failures.record(&a);
+    h.ctx.failures.record(&b);
+    let mut watch = recovery::<(), &str>(h.ctx.clone());
+    watch(&Ok(()));
+    watch(&Err("connection refused"));
+    watch(&Err("connection refused"));
+    assert!(
+        h.requests.try_recv().is_err(),
+        "nothing while the API server is away"
+    );
+    watch(&Ok(()));
+    let mut asked = vec![
+        h.requests.next().await.expect("a"),
+        h.requests.next().await.expect("b"),
+    ];
+    asked.sort_by(|x, y| x.name.cmp(&y.name));
+    assert_eq!(asked, [a, b]);
+    watch(&Ok(()));
+    assert!(h.requests.try_recv().is_err(), "only once per recovery");
+    h.verdict(server).await;
 }
 
 #[test]

@@ -289,6 +289,8 @@ struct Context {
     recorder: Recorder,
     /// Bounds API calls in flight over all pipelines.
     permits: Semaphore,
+    /// TTL deletes wait for the slot's creates.
+    gate: crate::controller::gate::Gate,
     /// Consecutive failures per object (`kind/namespace/name`), for backoff.
     failures: Failures<String>,
     /// Keeps failure logs to a trickle during an outage.
@@ -307,14 +309,12 @@ impl Debug for Context {
 }
 
 impl Context {
-    fn new(
-        client: Client,
-        clock: Arc<dyn Clock>,
-        metrics: TtlMetrics,
-        scope: TtlScope,
-        instance: Option<String>,
-    ) -> Self {
+    fn new(shared: &Shared, metrics: TtlMetrics, scope: TtlScope) -> Self {
+        let client = shared.client.clone();
+        let clock = Arc::clone(&shared.clock);
+        let instance = shared.instance.clone();
         Self {
+            gate: shared.gate.clone(),
             recorder: crate::controller::recorder(client.clone(), instance),
             client,
             clock,
@@ -380,8 +380,10 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
         TtlState::Expired { .. } => {}
     }
 
-    // Expired according to the cache: decide again on a fresh copy before deleting.
+    // Expired according to the cache: decide again on a fresh copy before deleting, once the
+    // urgent lane (Job creates at a slot) is idle.
     let _permit = ctx.permits.acquire().await;
+    ctx.gate.background().await;
     let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
     let fresh = match api.get_opt(&name).await {
         Ok(Some(fresh)) => fresh,
@@ -576,13 +578,7 @@ pub async fn run(
     metrics: TtlMetrics,
     shutdown: CancellationToken,
 ) -> Result<(), Stopped> {
-    let ctx = Arc::new(Context::new(
-        shared.client.clone(),
-        shared.clock.clone(),
-        metrics,
-        args.ttl_jobs,
-        shared.instance.clone(),
-    ));
+    let ctx = Arc::new(Context::new(&shared, metrics, args.ttl_jobs));
     let mut pipelines = Vec::new();
     if args.ttl_jobs != TtlScope::Off {
         for (_, api) in shared.scope.apis::<Job>(&shared.client) {

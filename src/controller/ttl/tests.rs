@@ -34,7 +34,14 @@ impl Harness {
         let clock = Arc::new(FixedClock::new(ts(NOW)));
         let mut registry = Registry::default();
         let metrics = TtlMetrics::new(&mut registry);
-        let ctx = Arc::new(Context::new(client, clock.clone(), metrics, scope, None));
+        let shared = Shared {
+            client,
+            clock: clock.clone(),
+            scope: Default::default(),
+            instance: None,
+            gate: Default::default(),
+        };
+        let ctx = Arc::new(Context::new(&shared, metrics, scope));
         Self {
             ctx,
             clock,
@@ -468,6 +475,7 @@ async fn run_returns_at_once_when_everything_is_off() {
         clock: Arc::new(FixedClock::new(ts(NOW))),
         scope: Default::default(),
         instance: None,
+        gate: Default::default(),
     };
     let result = tokio::time::timeout(
         Duration::from_secs(1),
@@ -521,6 +529,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
             selector: None,
         },
         instance: None,
+        gate: Default::default(),
     };
     let controller = tokio::spawn(run(shared, args, metrics, stop.clone()));
 

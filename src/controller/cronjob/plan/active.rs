@@ -7,7 +7,6 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
-use super::job::created_by_kronjob;
 use super::{Action, event, events};
 use crate::controller::jobs::{self, job_ref};
 
@@ -55,7 +54,7 @@ pub fn reconcile(listed: &[ObjectReference], owned: &[&Job]) -> Running {
         if listed || jobs::outcome(job).is_some() {
             continue;
         }
-        if !created_by_kronjob(job) {
+        if !jobs::created_by_kronjob(job) {
             out.push(event(
                 EventType::Warning,
                 events::UNEXPECTED_JOB,

@@ -1,5 +1,4 @@
-//! The Job built from a CronJob's template (upstream `getJobFromTemplate2`), and the marks by
-//! which kronjob recognises the Jobs it created.
+//! The Job built from a CronJob's template (upstream `getJobFromTemplate2`).
 
 use std::collections::BTreeMap;
 
@@ -10,16 +9,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::PlanConfig;
-use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB};
+use crate::api::{ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB};
 use crate::schedule;
-
-/// Whether a Job carries the marks of kronjob (a scheduled run or a manual run).
-pub fn created_by_kronjob(job: &Job) -> bool {
-    job.metadata.annotations.as_ref().is_some_and(|a| {
-        a.contains_key(ANNOTATION_SCHEDULED_AT)
-            || a.get(ANNOTATION_INSTANTIATE).map(String::as_str) == Some("manual")
-    })
-}
 
 /// Build a Job from the CronJob's template: labels and annotations of `jobTemplate.metadata`
 /// plus [`LABEL_CRONJOB`] and `extra_annotation`, a controller owner reference

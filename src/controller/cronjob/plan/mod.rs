@@ -18,6 +18,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::events::EventType;
 
@@ -72,18 +73,17 @@ pub enum DeleteReason {
     Replace,
 }
 
-/// One step for the apply stage, in order.
+/// Work that can wait for the slot's creates, in order.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Action {
-    /// Create this Job; on success apply adds it to `status.active`.
-    CreateJob(Box<Job>),
-    /// Delete a Job (background propagation, UID precondition).
+    /// Delete a finished Job beyond the history limits (background propagation, UID
+    /// precondition).
     DeleteJob {
         /// Job name.
         name: String,
         /// Job UID.
         uid: Option<String>,
-        /// Why.
+        /// Why (always [`DeleteReason::History`] here; Replace deletes are part of [`Run`]).
         reason: DeleteReason,
     },
     /// Publish an Event on the CronJob.
@@ -106,35 +106,55 @@ pub(crate) fn event(type_: EventType, reason: &'static str, note: String) -> Act
     }
 }
 
+/// The due slot's run: urgent, done before anything else.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Run {
+    /// The scheduled time.
+    pub slot: Timestamp,
+    /// Running Jobs to delete first (Replace), as listed in `status.active`.
+    pub replace: Vec<ObjectReference>,
+    /// The Job to create.
+    pub job: Box<Job>,
+}
+
 /// The outcome of [`plan`].
 #[derive(Debug, Clone, PartialEq)]
 pub struct Plan {
-    /// Steps, in order: active-list events, history deletes, then scheduling.
+    /// The slot's run, if one is due: replace deletes, then the create.
+    pub run: Option<Run>,
+    /// Work that can wait, in order: active-list events, history deletes, scheduling events.
     pub actions: Vec<Action>,
-    /// The status to write, assuming every action succeeds (created Jobs are added to
-    /// `active` by apply, which knows their UID).
+    /// The status as of before the run: apply records the slot and the new Job (and drops
+    /// replaced ones) only once the API server has accepted them, so a run that fails leaves
+    /// the slot due.
     pub status: CronJobStatus,
     /// When to look again; `None` waits for a change (suspended, invalid spec, never fires).
     pub requeue_after: Option<Duration>,
-    /// The slot a `CreateJob` is for, if any.
-    pub scheduled: Option<Timestamp>,
 }
 
 impl Plan {
     /// The Jobs this plan creates.
     pub fn creates(&self) -> impl Iterator<Item = &Job> {
-        self.actions.iter().filter_map(|a| match a {
-            Action::CreateJob(j) => Some(j.as_ref()),
-            _ => None,
-        })
+        self.run.iter().map(|r| r.job.as_ref())
     }
 
-    /// The Jobs this plan deletes, by name.
+    /// The Jobs this plan deletes, by name: Replace deletes first, then history.
     pub fn deletes(&self) -> impl Iterator<Item = (&str, DeleteReason)> {
-        self.actions.iter().filter_map(|a| match a {
+        let replaced = self.run.iter().flat_map(|r| {
+            r.replace
+                .iter()
+                .map(|j| (j.name.as_deref().unwrap_or_default(), DeleteReason::Replace))
+        });
+        let history = self.actions.iter().filter_map(|a| match a {
             Action::DeleteJob { name, reason, .. } => Some((name.as_str(), *reason)),
             _ => None,
-        })
+        });
+        replaced.chain(history)
+    }
+
+    /// The slot the plan runs, if any.
+    pub fn scheduled(&self) -> Option<Timestamp> {
+        self.run.as_ref().map(|r| r.slot)
     }
 
     /// The (type, reason) of every planned event.
@@ -168,7 +188,7 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
 
     let running = active::reconcile(&old.active, &owned);
     let mut actions = running.events;
-    let mut active = running.active;
+    let active = running.active;
 
     history::record_last_finished(&owned, &mut status);
     actions.extend(history::trim(
@@ -186,7 +206,7 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
     actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
     status.next_schedule_time = decided.next.map(Time);
     actions.extend(decided.events);
-    let mut scheduled = None;
+    let mut run = None;
     if let Some(due) = decided.due {
         match due.run {
             scheduling::Run::AlreadyCreated => {
@@ -194,27 +214,21 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
             }
             scheduling::Run::Skip => {}
             scheduling::Run::Create { job, replace } => {
-                for r in replace {
-                    active.retain(|a| a.uid != r.uid);
-                    actions.push(Action::DeleteJob {
-                        name: r.name.unwrap_or_default(),
-                        uid: r.uid,
-                        reason: DeleteReason::Replace,
-                    });
-                }
-                actions.push(Action::CreateJob(job));
-                status.last_schedule_time = Some(Time(due.slot));
-                scheduled = Some(due.slot);
+                run = Some(Run {
+                    slot: due.slot,
+                    replace,
+                    job,
+                });
             }
         }
     }
     status.set_active(active);
     status.observed_generation = cj.metadata.generation;
     Plan {
+        run,
         actions,
         status,
         requeue_after: decided.requeue_after,
-        scheduled,
     }
 }
 

@@ -130,6 +130,24 @@ pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
     Ok((sched, tz))
 }
 
+/// The CronJob's next slot after `now`, if it schedules at all (not suspended, valid).
+pub fn next_run(cj: &CronJob, now: Timestamp) -> Option<Timestamp> {
+    if cj.spec.is_suspended() || cj.metadata.deletion_timestamp.is_some() {
+        return None;
+    }
+    let (schedule, tz) = inputs(cj).ok()?;
+    match schedule.every_seconds() {
+        // `@every` slots hang off the last run; the status's next time says where.
+        Some(_) => cj
+            .status
+            .as_ref()
+            .and_then(|s| s.next_schedule_time.as_ref())
+            .map(|t| t.0)
+            .filter(|t| *t > now),
+        None => schedule.next_after(now, &tz),
+    }
+}
+
 /// What the decision is about: the CronJob, the Jobs it controls and those still running.
 #[derive(Debug, Clone, Copy)]
 pub struct Seen<'a> {

@@ -1,0 +1,282 @@
+//! Writes that can wait: Events and history deletes. A reconcile puts them in a bounded queue
+//! and never waits for them; background workers send them when the urgent lane is idle
+//! ([`Gate`]), so at a slot the Job creates go first. A full queue drops the newest work and
+//! counts it (an Event is lost; a history delete is planned again by the next reconcile).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::channel::mpsc::{self, Receiver, Sender, UnboundedSender};
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::reflector::ObjectRef;
+use kube::{Api, Client};
+use prometheus_client::metrics::counter::Counter;
+use tokio_util::sync::CancellationToken;
+
+use super::plan::events;
+use crate::api::CronJob;
+use crate::controller::backoff::retry_delay;
+use crate::controller::gate::Gate;
+use crate::controller::index::OwnerIndex;
+use crate::telemetry::Throttle;
+
+/// Work items held at most; beyond, new ones are dropped and counted.
+pub const CAPACITY: usize = 10_000;
+
+/// One piece of deferred work.
+enum Work {
+    /// Publish an Event on a CronJob.
+    Event { on: ObjectReference, event: Event },
+    /// Delete a finished Job beyond the history limits (background propagation, UID
+    /// precondition), then say so on the CronJob.
+    DeleteHistory {
+        cronjob: ObjectReference,
+        namespace: String,
+        name: String,
+        uid: String,
+    },
+}
+
+/// The sending side; cheap to clone.
+#[derive(Clone)]
+pub struct Outbox {
+    tx: Sender<Work>,
+    dropped: Counter,
+    /// UIDs of history Jobs queued or being deleted, so a second reconcile does not queue the
+    /// same delete again.
+    deleting: Arc<Mutex<HashSet<String>>>,
+}
+
+impl std::fmt::Debug for Outbox {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Outbox")
+            .field("dropped", &self.dropped.get())
+            .finish_non_exhaustive()
+    }
+}
+
+/// What the workers need.
+pub struct Workers {
+    rx: Receiver<Work>,
+    client: Client,
+    recorder: Recorder,
+    index: OwnerIndex,
+    gate: Gate,
+    reconcile: UnboundedSender<ObjectRef<CronJob>>,
+    deleting: Arc<Mutex<HashSet<String>>>,
+    log: Arc<Throttle>,
+}
+
+impl std::fmt::Debug for Workers {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Workers").finish_non_exhaustive()
+    }
+}
+
+/// A new outbox and its workers. `dropped` counts work lost to a full queue; failed deletes
+/// ask `reconcile` for a new reconcile of their CronJob after a backoff.
+pub fn outbox(
+    client: Client,
+    recorder: Recorder,
+    index: OwnerIndex,
+    gate: Gate,
+    reconcile: UnboundedSender<ObjectRef<CronJob>>,
+    dropped: Counter,
+) -> (Outbox, Workers) {
+    let (tx, rx) = mpsc::channel(CAPACITY);
+    let deleting = Arc::new(Mutex::new(HashSet::new()));
+    (
+        Outbox {
+            tx,
+            dropped,
+            deleting: Arc::clone(&deleting),
+        },
+        Workers {
+            rx,
+            client,
+            recorder,
+            index,
+            gate,
+            reconcile,
+            deleting,
+            log: Arc::new(Throttle::default()),
+        },
+    )
+}
+
+impl Outbox {
+    fn send(&mut self, work: Work) -> bool {
+        if self.tx.try_send(work).is_err() {
+            self.dropped.inc();
+            return false;
+        }
+        true
+    }
+
+    /// Publish `reason`/`note` on `cronjob`, later.
+    pub fn event(&self, cronjob: &ObjectReference, type_: EventType, reason: &str, note: String) {
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        self.clone().send(Work::Event {
+            on: cronjob.clone(),
+            event,
+        });
+    }
+
+    /// Delete the history Job `name` (UID `uid`) of `cronjob`, later; once per Job.
+    pub fn delete_history(&self, cronjob: &ObjectReference, name: String, uid: Option<String>) {
+        let Some(uid) = uid else { return };
+        if !self
+            .deleting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(uid.clone())
+        {
+            return;
+        }
+        let work = Work::DeleteHistory {
+            cronjob: cronjob.clone(),
+            namespace: cronjob.namespace.clone().unwrap_or_default(),
+            name,
+            uid: uid.clone(),
+        };
+        if !self.clone().send(work) {
+            self.deleting
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .remove(&uid);
+        }
+    }
+}
+
+impl Workers {
+    /// Run `concurrency` workers until `stop`; then send what is queued for at most `flush`.
+    pub async fn run(self, concurrency: usize, stop: CancellationToken, flush: Duration) {
+        let this = Arc::new(Shared {
+            client: self.client,
+            recorder: self.recorder,
+            index: self.index,
+            gate: self.gate,
+            reconcile: self.reconcile,
+            deleting: self.deleting,
+            log: self.log,
+        });
+        let mut rx = self.rx;
+        let work = {
+            let this = Arc::clone(&this);
+            let stop = stop.clone();
+            (&mut rx)
+                .take_until(stop.cancelled_owned())
+                .for_each_concurrent(concurrency.max(1), move |item| {
+                    let this = Arc::clone(&this);
+                    async move {
+                        this.gate.background().await;
+                        this.perform(item).await;
+                    }
+                })
+        };
+        work.await;
+        rx.close();
+        let drain = async {
+            while let Some(item) = rx.next().await {
+                this.perform(item).await;
+            }
+        };
+        let _ = tokio::time::timeout(flush, drain).await;
+    }
+}
+
+struct Shared {
+    client: Client,
+    recorder: Recorder,
+    index: OwnerIndex,
+    gate: Gate,
+    reconcile: UnboundedSender<ObjectRef<CronJob>>,
+    deleting: Arc<Mutex<HashSet<String>>>,
+    log: Arc<Throttle>,
+}
+
+impl Shared {
+    async fn perform(&self, work: Work) {
+        match work {
+            Work::Event { on, event } => self.publish(&on, &event).await,
+            Work::DeleteHistory {
+                cronjob,
+                namespace,
+                name,
+                uid,
+            } => {
+                self.delete(&cronjob, &namespace, &name, &uid).await;
+                self.deleting
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&uid);
+            }
+        }
+    }
+
+    async fn publish(&self, on: &ObjectReference, event: &Event) {
+        if let Err(e) = self.recorder.publish(event, on).await
+            && let Some(skipped) = self.log.allow("event")
+        {
+            tracing::warn!(error = %e, reason = %event.reason, skipped, "failed to publish an Event");
+        }
+    }
+
+    async fn delete(&self, cronjob: &ObjectReference, namespace: &str, name: &str, uid: &str) {
+        let jobs: Api<Job> = Api::namespaced(self.client.clone(), namespace);
+        let params = DeleteParams {
+            propagation_policy: Some(PropagationPolicy::Background),
+            preconditions: Some(Preconditions {
+                uid: Some(uid.to_string()),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let (type_, reason, note) = match jobs.delete(name, &params).await {
+            Ok(_) => {
+                self.index.forget(namespace, name);
+                (
+                    EventType::Normal,
+                    events::SUCCESSFUL_DELETE,
+                    format!("Deleted job {name}"),
+                )
+            }
+            // Gone already, or the name now belongs to another Job: nothing to delete.
+            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => return,
+            Err(e) => {
+                // Plan again later: the Job is still there, so the next reconcile deletes it.
+                if let (Some(name), Some(ns)) = (cronjob.name.clone(), cronjob.namespace.clone()) {
+                    let retry = self.reconcile.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(retry_delay(1)).await;
+                        let _ = retry.unbounded_send(ObjectRef::new(&name).within(&ns));
+                    });
+                }
+                (
+                    EventType::Warning,
+                    events::FAILED_DELETE,
+                    format!("Deleted job: {e}"),
+                )
+            }
+        };
+        let event = Event {
+            type_,
+            reason: reason.to_string(),
+            note: Some(note),
+            action: "Reconcile".into(),
+            secondary: None,
+        };
+        self.publish(cronjob, &event).await;
+    }
+}
