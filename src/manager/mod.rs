@@ -262,11 +262,11 @@ impl Manager {
                 ttl_metrics.clone(),
                 token.clone(),
             );
-            drain_bounded(
+            Box::pin(drain_bounded(
                 async move { tokio::try_join!(reconciler, ttl).map(|_| ()) },
                 Arc::clone(&health),
                 token,
-            )
+            ))
         };
         let elected = lease::lead(
             lease_api,

@@ -7,3 +7,4 @@
 
 pub mod api_script;
 pub mod fixtures;
+pub mod sim;

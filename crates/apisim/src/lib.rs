@@ -150,7 +150,7 @@ pub struct RequestRecord {
     pub resource: String,
     /// The namespace in the path.
     pub namespace: Option<String>,
-    /// The object name in the path.
+    /// The object name: in the path, or for a create in the body.
     pub name: Option<String>,
     /// The HTTP status answered; 0 when refused (server down).
     pub status: u16,

@@ -211,7 +211,7 @@ impl ApiSim {
             }
             _ => (String::new(), path.clone(), None, None),
         };
-        let record = RequestRecord {
+        let mut record = RequestRecord {
             method: parts.method.to_string(),
             verb: verb_of(&parts.method, &target, &query),
             path,
@@ -226,6 +226,12 @@ impl ApiSim {
             finished: started,
             at: inner.now(),
         };
+        if parts.method == Method::POST && record.name.is_none() {
+            // A create names its object in the body.
+            record.name = serde_json::from_slice::<Value>(&body)
+                .ok()
+                .and_then(|v| v["metadata"]["name"].as_str().map(str::to_string));
+        }
         if inner.is_down() {
             inner.record(record, 0);
             return Err(refused());

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedSender, unbounded};
 use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::runtime::controller::Controller;
@@ -93,8 +94,21 @@ pub async fn run(
     let ctx = Arc::new(ctx);
     let Shared { client, scope, .. } = shared;
 
-    let jobs = job_trigger_stream(&client, &scope, index.clone(), index_writer)
-        .inspect(recovery(Arc::clone(&ctx)));
+    // The watches run as their own branches and feed the controller through channels, so they
+    // reconnect on their own schedule, whatever the controller is busy with; a watch that works
+    // again after failing retries every failed CronJob at once.
+    let (job_tx, job_rx) = unbounded::<Job>();
+    let jobs = feed(
+        job_trigger_stream(
+            &client,
+            &scope,
+            index.clone(),
+            index_writer,
+            recovery(Arc::clone(&ctx)),
+        ),
+        job_tx,
+        Arc::clone(&ctx),
+    );
     let mut cj_config = watcher::Config::default();
     if let Some(sel) = &scope.selector {
         cj_config = cj_config.labels(sel);
@@ -112,18 +126,23 @@ pub async fn run(
             (ns, watch)
         })
         .collect();
-    let cronjobs = reflector::reflector(
-        cj_writer,
-        index::merge_watches(cj_watches, move || snapshot_reader.state())
-            .inspect(recovery(Arc::clone(&ctx))),
-    )
-    .applied_objects()
-    .predicate_filter(predicates::generation, Default::default());
+    let (cj_tx, cj_rx) = unbounded::<CronJob>();
+    let cronjobs = feed(
+        reflector::reflector(
+            cj_writer,
+            index::merge_watches(cj_watches, move || snapshot_reader.state())
+                .inspect(recovery(Arc::clone(&ctx))),
+        )
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default()),
+        cj_tx,
+        Arc::clone(&ctx),
+    );
 
     let stream_ctx = Arc::clone(&ctx);
     let gauge_reader = cj_reader.clone();
-    let controller = Controller::for_stream(cronjobs, cj_reader.clone())
-        .owns_stream(jobs)
+    let controller = Controller::for_stream(cj_rx.map(Ok::<_, watcher::Error>), cj_reader.clone())
+        .owns_stream(job_rx.map(Ok::<_, watcher::Error>))
         .reconcile_on(requests)
         .with_config(kube::runtime::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(shutdown.clone().cancelled_owned())
@@ -152,10 +171,14 @@ pub async fn run(
     };
     let background_stop = CancellationToken::new();
     let background = tokio::spawn(background.run(background_stop.clone()));
+    // Each branch is boxed: their state machines are large, and polling them inline nests
+    // frames deep enough to exhaust a thread's stack in unoptimised builds.
     tokio::select! {
-        () = controller => {},
+        () = Box::pin(controller) => {},
         () = readiness => {},
         () = prune => {},
+        () = Box::pin(cronjobs) => {},
+        () = Box::pin(jobs) => {},
     }
     background_stop.cancel();
     let _ = background.await;
@@ -164,6 +187,29 @@ pub async fn run(
     } else {
         Err(Stopped("CronJob"))
     }
+}
+
+/// Drive `stream`, sending what it yields to `tx` and logging its errors (throttled).
+async fn feed<T, E: std::error::Error>(
+    stream: impl futures::Stream<Item = Result<T, E>>,
+    tx: UnboundedSender<T>,
+    ctx: Arc<Context>,
+) {
+    stream
+        .for_each(|item| {
+            match item {
+                Ok(object) => {
+                    let _ = tx.unbounded_send(object);
+                }
+                Err(e) => {
+                    if let Some(skipped) = ctx.log.allow("watch") {
+                        tracing::warn!(error = %crate::telemetry::error_chain(&e), skipped, "watch failed; retrying");
+                    }
+                }
+            }
+            futures::future::ready(())
+        })
+        .await;
 }
 
 /// Watch a stream's health: when it works again after failing (the API server is back), every
@@ -214,6 +260,7 @@ fn job_trigger_stream(
     scope: &Scope,
     index: OwnerIndex,
     mut writer: IndexWriter,
+    health: impl FnMut(&Result<watcher::Event<Job>, watcher::Error>) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + 'static {
     let watches = scope
         .apis::<Job>(client)
@@ -227,6 +274,7 @@ fn job_trigger_stream(
         })
         .collect();
     index::merge_watches(watches, move || index.snapshot())
+        .inspect(health)
         .map(move |ev| match ev {
             Ok(ev) => futures::stream::iter(writer.apply_watcher_event(&ev).into_iter().map(Ok))
                 .left_stream(),

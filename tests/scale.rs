@@ -1,0 +1,209 @@
+//! The request economy of the CronJob controller, measured against the simulated API server
+//! with the measured cost model, under paused time (minutes run in milliseconds):
+//!
+//! - per CronJob per slot: 1 Job POST, at most 1 status write, 1 Event; the reconciles our own
+//!   writes cause are no-ops;
+//! - nothing at all in a minute where nothing is due;
+//! - a finishing Job costs one status write and one Event more.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use kronjob_apisim::{ApiSim, CostModel};
+use support::fixtures::t;
+use support::sim::{
+    TokioClock, cronjob_json, record_calls, run_cronjob_controller, sim_clock, writes,
+};
+
+const CRONJOBS: usize = 200;
+/// The clock starts half a minute before the 10:01 slot.
+const START: &str = "2024-01-01T10:00:30Z";
+
+fn seed(sim: &ApiSim, schedule: &str) {
+    for i in 0..CRONJOBS {
+        sim.insert(cronjob_json(
+            "load",
+            &format!("cj-{i:04}"),
+            schedule,
+            "2024-01-01T09:00:00Z",
+            Some("2024-01-01T10:00:00Z"),
+        ));
+    }
+}
+
+/// Run until the controller has settled after its start (first status writes), then clear the
+/// request log; returns the controller.
+async fn settled(sim: &ApiSim, clock: Arc<TokioClock>) -> support::sim::Running {
+    let mut running = run_cronjob_controller(sim, clock, 16);
+    (&mut running.synced).await.expect("caches synced");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    record_calls(sim);
+    sim.clear_requests();
+    running
+}
+
+fn count(counts: &std::collections::BTreeMap<String, usize>, key: &str) -> usize {
+    counts.get(key).copied().unwrap_or(0)
+}
+
+#[tokio::test(start_paused = true)]
+async fn one_slot_costs_one_post_one_status_write_and_one_event_per_cronjob() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    seed(&sim, "* * * * *");
+    let running = settled(&sim, clock).await;
+    let reconciles_before = running.metrics.reconciles.get();
+
+    // Through the 10:01 slot, and 25 s past it.
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    let counts = writes(&sim);
+    let reconciles = running.metrics.reconciles.get() - reconciles_before;
+    record_calls(&sim);
+    println!("one slot, {CRONJOBS} CronJobs: {counts:?}, {reconciles} reconciles");
+    assert_eq!(count(&counts, "create jobs"), CRONJOBS, "{counts:?}");
+    assert_eq!(
+        count(&counts, "patch cronjobs/status"),
+        CRONJOBS,
+        "{counts:?}"
+    );
+    assert_eq!(count(&counts, "create events"), CRONJOBS, "{counts:?}");
+    assert_eq!(
+        counts.values().sum::<usize>(),
+        3 * CRONJOBS,
+        "nothing else: {counts:?}"
+    );
+    // One reconcile at the slot; our own Job and status writes may add at most one each.
+    assert!(
+        reconciles <= 2 * CRONJOBS as u64,
+        "{reconciles} reconciles for {CRONJOBS} CronJobs"
+    );
+    // Every Job is there, once.
+    let jobs = sim.list(&kronjob_apisim::Resource::jobs(), Some("load"));
+    assert_eq!(jobs.len(), CRONJOBS);
+    running.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_minute_with_nothing_due_costs_no_write() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    // Every five minutes: 10:00 ran; 10:01-10:04 have nothing due.
+    seed(&sim, "*/5 * * * *");
+    let running = settled(&sim, clock).await;
+    tokio::time::sleep(Duration::from_secs(4 * 60)).await;
+    let counts = writes(&sim);
+    record_calls(&sim);
+    assert!(counts.is_empty(), "writes in quiet minutes: {counts:?}");
+    running.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_job_that_finishes_costs_one_status_write_and_one_event_more() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    sim.set_job_duration(Some(Duration::from_secs(10)));
+    seed(&sim, "* * * * *");
+    let running = settled(&sim, clock).await;
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    let counts = writes(&sim);
+    record_calls(&sim);
+    println!("one slot with completion: {counts:?}");
+    assert_eq!(count(&counts, "create jobs"), CRONJOBS, "{counts:?}");
+    assert_eq!(
+        count(&counts, "patch cronjobs/status"),
+        2 * CRONJOBS,
+        "{counts:?}"
+    );
+    assert_eq!(count(&counts, "create events"), 2 * CRONJOBS, "{counts:?}");
+    running.shut_down().await;
+}
+
+/// The API server refuses connections for 70 s, across the 10:01 slot. When it answers again,
+/// every CronJob is reconciled within 5 s, the missed 10:01 slot runs within 10 s, the 10:02 and
+/// 10:03 slots run on time, and no slot gets two Jobs.
+#[tokio::test(start_paused = true)]
+async fn after_an_api_outage_the_missed_slot_runs_at_once_and_the_next_ones_on_time() {
+    const N: usize = 50;
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    for i in 0..N {
+        sim.insert(cronjob_json(
+            "load",
+            &format!("cj-{i:04}"),
+            "* * * * *",
+            "2024-01-01T09:00:00Z",
+            Some("2024-01-01T10:00:00Z"),
+        ));
+    }
+    let running = settled(&sim, clock.clone()).await;
+    // 10:00:35 now. Down from 10:00:45 to 10:01:55.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    sim.set_down(true);
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    sim.set_down(false);
+    let back = clock_now(&clock);
+    assert!(
+        back.duration_since(t("2024-01-01T10:01:55Z"))
+            .as_secs_f64()
+            .abs()
+            < 0.1
+    );
+    // Until 10:03:30.
+    tokio::time::sleep(Duration::from_secs(95)).await;
+    let requests = sim.requests();
+    record_calls(&sim);
+    let created = |name: &str| -> Vec<jiff::Timestamp> {
+        requests
+            .iter()
+            .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201)
+            .filter(|r| r.name.as_deref() == Some(name))
+            .map(|r| r.at)
+            .collect()
+    };
+    let minute = |at: &str| t(at).as_second() / 60;
+    let (mut missed_max, mut first_max, mut next_max) = (0.0f64, 0.0f64, 0.0f64);
+    for i in 0..N {
+        let cj = format!("cj-{i:04}");
+        // Reconciled after the return: its first request (any) within 5 s.
+        let first = requests
+            .iter()
+            .filter(|r| r.status != 0 && r.at >= back)
+            .filter(|r| r.name.as_deref().is_some_and(|n| n.starts_with(&cj)))
+            .map(|r| r.at)
+            .min()
+            .unwrap_or_else(|| panic!("{cj} never reconciled after the outage"));
+        first_max = first_max.max(first.duration_since(back).as_secs_f64());
+        // The missed slot (10:01) ran once, within 10 s of the return.
+        let missed = created(&format!("{cj}-{}", minute("2024-01-01T10:01:00Z")));
+        assert_eq!(missed.len(), 1, "{cj}: 10:01 ran {} times", missed.len());
+        missed_max = missed_max.max(missed[0].duration_since(back).as_secs_f64());
+        // The next slots, on time and once.
+        for slot in ["2024-01-01T10:02:00Z", "2024-01-01T10:03:00Z"] {
+            let runs = created(&format!("{cj}-{}", minute(slot)));
+            assert_eq!(runs.len(), 1, "{cj}: {slot} ran {} times", runs.len());
+            next_max = next_max.max(runs[0].duration_since(t(slot)).as_secs_f64());
+        }
+    }
+    println!(
+        "outage of 70 s, {N} CronJobs: all reconciled within {first_max:.2} s of the return, \
+         missed slot created within {missed_max:.2} s, next slots' worst skew {next_max:.2} s"
+    );
+    assert!(
+        first_max <= 5.0,
+        "reconciled {first_max} s after the return"
+    );
+    assert!(
+        missed_max <= 10.0,
+        "missed slot {missed_max} s after the return"
+    );
+    assert!(next_max <= 1.0, "next slots' skew {next_max} s");
+    running.shut_down().await;
+}
+
+fn clock_now(clock: &TokioClock) -> jiff::Timestamp {
+    use kronjob::clock::Clock;
+    clock.now()
+}
