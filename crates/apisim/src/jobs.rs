@@ -1,4 +1,9 @@
-//! A crude Job controller: Jobs start at once and complete after a set duration, or when told.
+//! A crude Job controller. Like kube-controller-manager's, it syncs new Jobs with a few workers
+//! ([`crate::JOB_WORKERS`]): each sync writes the Job's status (`startTime`, `active: 1`), so a
+//! Job is MODIFIED shortly after it is created. With
+//! [`CostModel::job_controller_writes`](crate::CostModel::job_controller_writes) its writes (a
+//! Pod create, an Event on the side, the status) take their share of the API server's capacity.
+//! It completes Jobs after a set duration, or when told.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,14 +30,16 @@ fn finished(status: &Map<String, Value>) -> bool {
         })
 }
 
-/// Starts a just-created Job and completes it after the configured duration.
+/// Starts a just-created Job and completes it after the configured duration, if any.
 pub(crate) fn on_create(inner: &Arc<Inner>, route: &Route, job: &Value) {
-    if route.res != jobs() {
+    if route.res != jobs()
+        || !inner
+            .job_controller
+            .load(std::sync::atomic::Ordering::SeqCst)
+    {
         return;
     }
-    let Some(duration) = *lock(&inner.job_duration) else {
-        return;
-    };
+    let duration = *lock(&inner.job_duration);
     let Ok(runtime) = tokio::runtime::Handle::try_current() else {
         return;
     };
@@ -43,6 +50,14 @@ pub(crate) fn on_create(inner: &Arc<Inner>, route: &Route, job: &Value) {
     );
     let inner = inner.clone();
     runtime.spawn(async move {
+        let worker = Arc::clone(&inner.job_workers).acquire_owned().await;
+        if inner.cost.job_controller_writes {
+            // The Pod create; its Event goes out on the side; then the status write.
+            inner.pay(true).await;
+            let events = inner.clone();
+            tokio::spawn(async move { events.pay(true).await });
+            inner.pay(true).await;
+        }
         inner.write_job_status(&ns, &name, Some(&uid), |status, now| {
             if status.contains_key("startTime") {
                 return false;
@@ -53,8 +68,11 @@ pub(crate) fn on_create(inner: &Arc<Inner>, route: &Route, job: &Value) {
             status.insert("terminating".into(), json!(0));
             true
         });
-        tokio::time::sleep(duration).await;
-        inner.finish_job(&ns, &name, Some(&uid), true);
+        drop(worker);
+        if let Some(duration) = duration {
+            tokio::time::sleep(duration).await;
+            inner.finish_job(&ns, &name, Some(&uid), true);
+        }
     });
 }
 
@@ -129,9 +147,17 @@ impl Inner {
 }
 
 impl ApiSim {
-    /// Jobs created while this is set start at once (status startTime, active 1) and complete
-    /// after `duration`: succeeded 1, completionTime, conditions SuccessCriteriaMet and Complete.
-    /// Times come from the clock. These status writes bypass the cost model.
+    /// Switch the Job controller off (for tests that count resourceVersions) or on (default).
+    pub fn with_job_controller(self, on: bool) -> Self {
+        self.inner
+            .job_controller
+            .store(on, std::sync::atomic::Ordering::SeqCst);
+        self
+    }
+
+    /// Jobs created while this is set complete after `duration`: succeeded 1, completionTime,
+    /// conditions SuccessCriteriaMet and Complete (every Job starts, status startTime and
+    /// active 1, after the Job controller's three writes). Times come from the clock.
     pub fn set_job_duration(&self, duration: Option<Duration>) {
         *lock(&self.inner.job_duration) = duration;
     }

@@ -54,6 +54,9 @@ use cost::{CostState, SplitMix64};
 use route::{ResKey, Route};
 use store::{Store, meta_mut, str_of};
 
+/// The Job controller's workers, as kube-controller-manager's `--concurrent-job-syncs` default.
+pub const JOB_WORKERS: usize = 5;
+
 /// The clock objects' timestamps come from.
 pub type Clock = Arc<dyn Fn() -> Timestamp + Send + Sync>;
 
@@ -203,6 +206,10 @@ pub(crate) struct Inner {
     pub(crate) faults: Mutex<Vec<Fault>>,
     pub(crate) validators: Mutex<HashMap<ResKey, Validator>>,
     pub(crate) job_duration: Mutex<Option<Duration>>,
+    /// The Job controller's workers (`--concurrent-job-syncs`).
+    pub(crate) job_workers: Arc<tokio::sync::Semaphore>,
+    /// Whether the Job controller runs at all.
+    pub(crate) job_controller: AtomicBool,
     pub(crate) log: Mutex<Vec<RequestRecord>>,
     pub(crate) kinds: Mutex<BTreeMap<ResKey, KindInfo>>,
 }
@@ -381,6 +388,8 @@ impl ApiSim {
             faults: Mutex::new(Vec::new()),
             validators: Mutex::new(HashMap::new()),
             job_duration: Mutex::new(None),
+            job_workers: Arc::new(tokio::sync::Semaphore::new(JOB_WORKERS)),
+            job_controller: AtomicBool::new(true),
             log: Mutex::new(Vec::new()),
             kinds: Mutex::new(BTreeMap::new()),
         };

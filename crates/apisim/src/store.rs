@@ -20,6 +20,8 @@ pub(crate) enum EventType {
 /// resourceVersion), `old` the state before a modification.
 #[derive(Debug, Clone)]
 pub(crate) struct Event {
+    /// When it happened (tokio's clock): watches deliver it a sampled lag later.
+    pub(crate) at: tokio::time::Instant,
     pub(crate) rv: u64,
     pub(crate) ty: EventType,
     pub(crate) res: ResKey,
@@ -128,6 +130,7 @@ impl Store {
             EventType::Added
         };
         self.push(Event {
+            at: tokio::time::Instant::now(),
             rv,
             ty,
             res: res.clone(),
@@ -151,6 +154,7 @@ impl Store {
         meta_mut(&mut last).insert("resourceVersion".into(), Value::String(rv.to_string()));
         let object = Arc::new(Value::Object(last));
         self.push(Event {
+            at: tokio::time::Instant::now(),
             rv,
             ty: EventType::Deleted,
             res: res.clone(),

@@ -106,7 +106,10 @@ struct WatchState {
     spec: WatchSpec,
     /// Every event up to here has been looked at.
     cursor: u64,
-    queue: VecDeque<Bytes>,
+    /// Lines to send, each not before its time.
+    queue: VecDeque<(Bytes, Option<Instant>)>,
+    /// When the last event line may go out: later events never overtake it.
+    due: Option<Instant>,
     rx: tokio::sync::watch::Receiver<u64>,
     epoch: u64,
     deadline: Option<Instant>,
@@ -152,10 +155,10 @@ pub(crate) fn start(
                 objects
                     .iter()
                     .filter(|o| spec.matches(o))
-                    .map(|o| spec.line("ADDED", o)),
+                    .map(|o| (spec.line("ADDED", o), None)),
             );
             if query.flag("sendInitialEvents") {
-                queue.push_back(spec.bookmark(rv, true));
+                queue.push_back((spec.bookmark(rv, true), None));
             }
             rv
         }
@@ -168,6 +171,7 @@ pub(crate) fn start(
         spec,
         cursor,
         queue,
+        due: None,
         rx,
         last_sent: now,
         done: false,
@@ -178,7 +182,10 @@ pub(crate) fn start(
 impl WatchState {
     async fn next(mut self) -> Option<(Result<Bytes, io::Error>, Self)> {
         loop {
-            if let Some(line) = self.queue.pop_front() {
+            if let Some((line, at)) = self.queue.pop_front() {
+                if let Some(at) = at {
+                    tokio::time::sleep_until(at).await;
+                }
                 self.last_sent = Instant::now();
                 return Some((Ok(line), self));
             }
@@ -209,7 +216,7 @@ impl WatchState {
                 Wake::Changed => {}
                 Wake::Bookmark => {
                     let line = self.spec.bookmark(self.cursor, false);
-                    self.queue.push_back(line);
+                    self.queue.push_back((line, None));
                 }
                 Wake::Timeout => self.done = true,
             }
@@ -223,9 +230,10 @@ impl WatchState {
             let store = lock(&self.inner.store);
             match store.events_after(self.cursor) {
                 Ok(events) => {
-                    picked.extend(
-                        events.filter_map(|e| Some((self.spec.classify(e)?, e.object.clone()))),
-                    );
+                    picked
+                        .extend(events.filter_map(|e| {
+                            Some((self.spec.classify(e)?, e.object.clone(), e.at))
+                        }));
                     self.cursor = store.rv();
                     None
                 }
@@ -238,16 +246,19 @@ impl WatchState {
                 self.cursor, expired.oldest
             );
             let status = ApiError::new(410, "Expired", message).status();
-            self.queue.push_back(Bytes::from(format!(
-                "{}\n",
-                json!({"type": "ERROR", "object": status})
-            )));
+            self.queue.push_back((
+                Bytes::from(format!("{}\n", json!({"type": "ERROR", "object": status}))),
+                None,
+            ));
             self.done = true;
             return;
         }
-        for (ty, object) in picked {
+        for (ty, object, at) in picked {
             let line = self.spec.line(ty, &object);
-            self.queue.push_back(line);
+            let lag = lock(&self.inner.cost_state).watch_lag(&self.inner.cost);
+            let due = self.due.map_or(at + lag, |previous| previous.max(at + lag));
+            self.due = Some(due);
+            self.queue.push_back((line, Some(due)));
         }
     }
 }

@@ -15,8 +15,9 @@ use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams, P
 use kube::runtime::wait::{await_condition, conditions::is_crd_established};
 use serde_json::{Value, json};
 
+/// A free simulation without the Job controller: these tests count resourceVersions.
 fn setup() -> (ApiSim, Api<Job>) {
-    let sim = ApiSim::new(CostModel::free());
+    let sim = ApiSim::new(CostModel::free()).with_job_controller(false);
     let jobs = Api::namespaced(sim.client(), "default");
     (sim, jobs)
 }
@@ -472,6 +473,7 @@ async fn apply_creates_then_merges_and_crds_become_established() {
 #[tokio::test(start_paused = true)]
 async fn job_controller_starts_and_completes_jobs() {
     let (sim, jobs) = setup();
+    let sim = sim.with_job_controller(true);
     let t0 = jiff::Timestamp::from_second(1_750_000_000).unwrap();
     let start = tokio::time::Instant::now();
     let sim = sim.with_clock(Arc::new(move || {

@@ -14,7 +14,8 @@ use serde_json::json;
 
 #[tokio::test]
 async fn http_front_end_serves_list_and_watch() {
-    let sim = ApiSim::new(CostModel::free());
+    // No Job controller: its status write would be one more event on the watch.
+    let sim = ApiSim::new(CostModel::free()).with_job_controller(false);
     sim.insert(job_json("seeded", json!({"app": "web"})));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();

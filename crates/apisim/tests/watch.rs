@@ -14,8 +14,9 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde_json::json;
 
+/// A free simulation without the Job controller, whose status writes would be extra events.
 fn setup() -> (ApiSim, Api<Job>) {
-    let sim = ApiSim::new(CostModel::free());
+    let sim = ApiSim::new(CostModel::free()).with_job_controller(false);
     let jobs = Api::namespaced(sim.client(), "default");
     (sim, jobs)
 }
@@ -167,7 +168,9 @@ async fn bookmarks_initial_events_and_timeout() {
 
 #[tokio::test]
 async fn expired_resource_version_gets_410() {
-    let sim = ApiSim::new(CostModel::free()).with_event_capacity(3);
+    let sim = ApiSim::new(CostModel::free())
+        .with_event_capacity(3)
+        .with_job_controller(false);
     let jobs: Api<Job> = Api::namespaced(sim.client(), "default");
     for i in 0..5 {
         sim.insert(job_json(&format!("j{i}"), json!({})));
@@ -231,7 +234,9 @@ where
 
 #[tokio::test(start_paused = true)]
 async fn kube_watcher_follows_changes_survives_an_outage_and_relists_after_410() {
-    let sim = ApiSim::new(CostModel::measured()).with_event_capacity(5);
+    let sim = ApiSim::new(CostModel::measured())
+        .with_event_capacity(5)
+        .with_job_controller(false);
     let jobs: Api<Job> = Api::namespaced(sim.client(), "default");
     sim.insert(job_json("a", json!({})));
     let mut stream = watcher::watcher(jobs.clone(), watcher::Config::default())

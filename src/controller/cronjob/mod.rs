@@ -51,8 +51,8 @@ pub fn parse_ttl(s: &str) -> Result<i32, String> {
 /// Command-line settings of the CronJob reconciler.
 #[derive(clap::Args, Debug, Clone)]
 pub struct ReconcilerArgs {
-    /// Most CronJobs reconciled at once.
-    #[arg(long, default_value_t = 16)]
+    /// Most CronJobs reconciled at once (at a slot, about the Job creates in flight).
+    #[arg(long, default_value_t = 32)]
     pub concurrency: u16,
     /// `ttlSecondsAfterFinished` for Jobs whose template sets none, e.g. `24h`; unset: none.
     #[arg(long, value_parser = parse_ttl)]

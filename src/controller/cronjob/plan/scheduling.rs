@@ -16,8 +16,11 @@ use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
 use crate::schedule::{self, Schedule, SlotError, SlotQuery};
 
-/// Padding added to every requeue so the next slot is surely due when we wake (NTP skew).
-pub const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(100);
+/// Padding added to every requeue so the next slot is due when we wake. Upstream pads 100 ms;
+/// waking early is harmless here (the reconcile finds nothing due yet, requeues for the rest
+/// and makes no request), so a small pad that covers the timer's granularity is enough, and
+/// every Job is created 80 ms sooner.
+pub const NEXT_SCHEDULE_DELTA: Duration = Duration::from_millis(20);
 /// Slots missed beyond this give a `TooManyMissedTimes` warning.
 pub const MAX_MISSED: u64 = 100;
 
