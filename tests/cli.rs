@@ -21,7 +21,9 @@ fn version_and_help() {
     let help = kronjob(&["--help"]);
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
-    for sub in ["crd", "next", "run", "trigger"] {
+    for sub in [
+        "crd", "next", "run", "trigger", "list", "history", "suspend", "resume",
+    ] {
         assert!(text.contains(sub), "--help lists {sub}: {text}");
     }
 }
@@ -46,6 +48,11 @@ fn bad_flags_exit_2_with_a_message() {
         &["run", "--metrics-addr", "not-an-address"][..],
         &["run", "--ttl-jobs", "sometimes"][..],
         &["next"][..],
+        &["next", "cj", "--schedule", "@daily"][..],
+        &["list", "-o", "table"][..],
+        &["get", "-l", "a in b"][..],
+        &["history"][..],
+        &["suspend"][..],
     ] {
         let out = kronjob(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
