@@ -1,13 +1,14 @@
 //! The `kronjob` command line: the manager (`run`) and its tools. The same entry point serves
 //! the `kubectl-kronjob` plugin binary, so `kubectl kronjob list` works.
 //!
-//! One file per command (`list`, `history`, `next`, `suspend`); `kube` holds kubectl's
+//! One file per command (`list`, `history`, `next`, `suspend`, and `migrate/`); `kube` holds kubectl's
 //! connection flags and the client, `table` kubectl-style output. Each command's `run` takes the
 //! client, the current time and the output streams, so tests drive it against a scripted API.
 
 pub mod history;
 pub mod kube;
 pub mod list;
+pub mod migrate;
 pub mod next;
 pub mod suspend;
 pub mod table;
@@ -41,6 +42,8 @@ enum Command {
     Suspend(suspend::SuspendArgs),
     /// Resume a suspended CronJob.
     Resume(suspend::SuspendArgs),
+    /// Migrate batch/v1 CronJobs to kronjob CronJobs (a dry run unless --apply).
+    Migrate(migrate::MigrateArgs),
     /// Run the manager: controllers (on the leader), webhook, metrics and probes.
     Run(Box<crate::manager::RunArgs>),
     /// Create a Job from a CronJob's template now (also `kubectl kronjob trigger NAME`).
@@ -114,6 +117,9 @@ pub fn main() -> ExitCode {
         }),
         Command::Resume(ref args) => with_cluster(args.kube(), |client, mut io| async move {
             suspend::run(client, args, false, &mut io.out).await
+        }),
+        Command::Migrate(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            migrate::run(client, args, &mut io.out, &mut io.err).await
         }),
     }
 }
