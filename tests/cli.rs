@@ -22,10 +22,24 @@ fn version_and_help() {
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
     for sub in [
-        "crd", "next", "run", "trigger", "list", "history", "suspend", "resume",
+        "crd", "next", "run", "trigger", "list", "history", "suspend", "resume", "migrate",
     ] {
         assert!(text.contains(sub), "--help lists {sub}: {text}");
     }
+}
+
+#[test]
+fn the_plugin_binary_calls_itself_kubectl_kronjob() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-kronjob"))
+        .args(["list", "--help"])
+        .output()
+        .expect("run kubectl-kronjob");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("Usage: kubectl kronjob list [OPTIONS]"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -53,6 +67,8 @@ fn bad_flags_exit_2_with_a_message() {
         &["get", "-l", "a in b"][..],
         &["history"][..],
         &["suspend"][..],
+        &["migrate"][..],
+        &["migrate", "cj", "--all"][..],
     ] {
         let out = kronjob(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

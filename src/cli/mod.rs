@@ -17,7 +17,7 @@ use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// kronjob: a Kubernetes operator for CronJobs (batch.kronjob.dev/v1).
 #[derive(Parser, Debug)]
@@ -68,7 +68,7 @@ pub fn main() -> ExitCode {
     // One TLS crypto provider for the whole process (kube's client and the webhook server).
     // An error means a provider is already installed, which is what we want.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = parse_args();
     match cli.command {
         Command::Crd => match crate::api::crdgen::crd_yaml() {
             Ok(yaml) => print(&yaml),
@@ -161,6 +161,20 @@ impl CliError {
             _ => 1,
         }
     }
+}
+
+/// The arguments; help and usage say `kubectl kronjob` when run as the kubectl plugin.
+fn parse_args() -> Cli {
+    let program = std::env::args_os().next().unwrap_or_default();
+    let plugin = std::path::Path::new(&program)
+        .file_stem()
+        .is_some_and(|stem| stem == "kubectl-kronjob");
+    let mut command = Cli::command();
+    if plugin {
+        command = command.bin_name("kubectl kronjob");
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
 }
 
 fn now() -> jiff::Timestamp {
