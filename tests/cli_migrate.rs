@@ -147,6 +147,9 @@ async fn a_dry_run_reads_both_and_changes_nothing() {
         ran.err,
         "Dry run: nothing was changed; run again with --apply to do it.\n"
     );
+    let readme = include_str!("../README.md");
+    let shown = format!("{}{}", ran.out, ran.err);
+    assert!(readme.contains(&shown), "README.md shows:\n{shown}");
 }
 
 /// The requests of steps 1 to 5 for `original("cj", false, ..)`, the original having run the

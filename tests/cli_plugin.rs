@@ -49,6 +49,12 @@ struct Printed {
     err: String,
 }
 
+/// The README's examples are this output, verbatim.
+fn shown_in_readme(output: &str) {
+    let readme = include_str!("../README.md");
+    assert!(readme.contains(output), "README.md shows:\n{output}");
+}
+
 fn text(bytes: Vec<u8>) -> String {
     String::from_utf8(bytes).expect("utf-8")
 }
@@ -114,6 +120,7 @@ nightly   30 2 * * *   Europe/Berlin   false     0        9h ago (Failed)     in
 "
     );
     assert_eq!(printed.err, "");
+    shown_in_readme(&printed.out);
 }
 
 #[tokio::test]
@@ -203,10 +210,10 @@ async fn run_history(argv: &[&str], script: Vec<Expect>) -> (Result<(), CliError
 async fn history_shows_the_jobs_the_cronjob_controls_newest_first() {
     let jobs = vec![
         json_of(
-            &job("cj-24394080")
+            &job("cj-24394200")
                 .scheduled()
-                .started_at("2016-05-19T09:00:00Z")
-                .failed_at("2016-05-19T09:02:30Z"),
+                .started_at("2016-05-19T10:00:01Z")
+                .failed_at("2016-05-19T10:02:31Z"),
         ),
         json_of(&job("copied-label").owned_by("someone-else-uid")),
         json_of(
@@ -216,7 +223,7 @@ async fn history_shows_the_jobs_the_cronjob_controls_newest_first() {
         ),
     ];
     let mut jobs = jobs;
-    jobs[0]["metadata"]["creationTimestamp"] = json!("2016-05-19T09:00:00Z");
+    jobs[0]["metadata"]["creationTimestamp"] = json!("2016-05-19T10:00:00Z");
     jobs[2]["metadata"]["creationTimestamp"] = json!("2016-05-19T10:04:00Z");
     let (result, printed) = run_history(
         &["cj", "-n", "ns"],
@@ -232,11 +239,12 @@ async fn history_shows_the_jobs_the_cronjob_controls_newest_first() {
     assert_eq!(
         printed.out,
         "\
-NAME                   SCHEDULED              RESULT    START     DURATION
-cj-manual-1463652240   manual                 Running   60s ago   60s
-cj-24394080            2016-05-19T10:00:00Z   Failed    65m ago   2m30s
+NAME                   SCHEDULED              RESULT    START       DURATION
+cj-manual-1463652240   manual                 Running   60s ago     60s
+cj-24394200            2016-05-19T10:00:00Z   Failed    4m59s ago   2m30s
 "
     );
+    shown_in_readme(&printed.out);
 }
 
 #[tokio::test]
@@ -314,6 +322,7 @@ Europe/Berlin               UTC
 "
     );
     assert_eq!(printed.err, "");
+    shown_in_readme(&printed.out);
 }
 
 #[tokio::test]
@@ -374,6 +383,7 @@ async fn suspend_and_resume_patch_spec_suspend_and_say_so() {
             text(out),
             format!("cronjob.batch.kronjob.dev/cj {word}\ncronjob.batch.kronjob.dev/cj {word}\n")
         );
+        shown_in_readme(&format!("cronjob.batch.kronjob.dev/cj {word}"));
     }
 }
 
