@@ -185,6 +185,21 @@ async fn list_with_nothing_found_says_so_on_stderr() {
     assert_eq!(printed.err, "No resources found in default namespace.\n");
 }
 
+#[tokio::test]
+async fn list_without_the_crd_says_it_is_missing() {
+    let (result, _) = run_list(
+        &["-n", "ns"],
+        vec![Expect::get(CRONJOBS).fails(StatusCode::NOT_FOUND, "NotFound")],
+    )
+    .await;
+    let err = result.expect_err("no CRD");
+    assert_eq!(
+        err.to_string(),
+        "the CronJob CRD (cronjobs.batch.kronjob.dev) is not installed in this cluster: kubectl apply -f crd/"
+    );
+    assert_eq!(err.exit_code(), 1);
+}
+
 #[test]
 fn list_refuses_a_bad_selector_as_a_usage_error() {
     let err = Cli::<list::ListArgs>::try_parse_from(["kubectl-kronjob", "-l", "team in prod"])
@@ -335,6 +350,18 @@ async fn next_of_a_cronjob_hashes_h_with_its_namespace_and_name() {
         parse(&["--schedule", "H H * * *", "--name", "ns/cj", "--count", "1"]);
     next::run(&bare_args, now(), &mut bare).expect("next --schedule");
     assert_eq!(printed.out, format!("UTC\n{}", text(bare)));
+}
+
+#[tokio::test]
+async fn next_of_an_every_cronjob_keeps_the_controllers_grid() {
+    // Created 09:59, last ran 10:01: every 90 minutes from there, not from now (10:05).
+    let cj = cronjob("@every 90m").last_scheduled("2016-05-19T10:01:00Z");
+    let (result, printed) = run_next(&["cj", "-n", "ns", "--count", "2"], cj).await;
+    result.expect("next");
+    assert_eq!(
+        printed.out,
+        "UTC\n2016-05-19T11:31:00Z\n2016-05-19T13:01:00Z\n"
+    );
 }
 
 #[tokio::test]

@@ -104,3 +104,16 @@ pub fn api_message(error: &kube::Error) -> String {
 pub fn is_not_found(error: &kube::Error) -> bool {
     matches!(error, kube::Error::Api(status) if status.is_not_found())
 }
+
+/// The error of listing kronjob CronJobs: a 404 there means the resource type is unknown, so
+/// say which CRD is missing.
+pub fn listing_error(error: kube::Error) -> CliError {
+    if is_not_found(&error) {
+        CliError::Failed(format!(
+            "the CronJob CRD ({}) is not installed in this cluster: kubectl apply -f crd/",
+            crate::manager::CRD_NAME
+        ))
+    } else {
+        CliError::Api(error)
+    }
+}

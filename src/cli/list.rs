@@ -15,6 +15,7 @@ use kube::api::ListParams;
 
 use super::CliError;
 use super::kube::{KubeArgs, Scope};
+use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB};
 use crate::controller::jobs::{Outcome, controller_uid, finish};
@@ -57,7 +58,12 @@ pub async fn run(
     if let Some(selector) = &args.selector {
         params = params.labels(selector);
     }
-    let cronjobs = scope.api::<CronJob>(&client).list(&params).await?.items;
+    let cronjobs = scope
+        .api::<CronJob>(&client)
+        .list(&params)
+        .await
+        .map_err(super::kube::listing_error)?
+        .items;
     if let Some(format) = args.output.and_then(Format::data) {
         table::write_data(&table::list_of(&cronjobs), format, out)?;
         return Ok(());
@@ -212,25 +218,16 @@ pub fn next_run(cj: &CronJob, now: Timestamp) -> String {
     if cj.spec.is_suspended() {
         return NONE.into();
     }
-    let key = hash_key(cj);
     let (Ok(schedule), Ok(tz)) = (
-        Schedule::parse(&cj.spec.schedule, &key),
+        Schedule::parse(&cj.spec.schedule, &hash_key(cj)),
         time_zone(cj.spec.time_zone.as_deref()),
     ) else {
         return "<invalid>".into();
     };
-    schedule
-        .next_after(now, &tz)
-        .map_or_else(|| NONE.into(), |next| table::from_now(next, now))
-}
-
-/// The key `H` hashes for a CronJob: `namespace/name`.
-pub fn hash_key(cj: &CronJob) -> String {
-    format!(
-        "{}/{}",
-        cj.metadata.namespace.as_deref().unwrap_or_default(),
-        cj.metadata.name.as_deref().unwrap_or_default()
-    )
+    match cronjob_times(cj, &schedule, &tz, now, 1).as_deref() {
+        Ok([next]) => table::from_now(*next, now),
+        _ => NONE.into(),
+    }
 }
 
 #[cfg(test)]
@@ -298,6 +295,13 @@ mod tests {
                 "bad zone",
                 cronjob("0 * * * *").zone("Mars/Base"),
                 "<invalid>",
+            ),
+            // @every counts from the creation time (09:59), then from the last run.
+            ("@every from creation", cronjob("@every 90m"), "in 84m"),
+            (
+                "@every from the last run",
+                cronjob("@every 90m").last_scheduled("2016-05-19T10:01:00Z"),
+                "in 86m",
             ),
             // 12:00 in Berlin is 10:00 UTC, tomorrow.
             (

@@ -11,7 +11,7 @@ use super::CliError;
 use super::kube::KubeArgs;
 use super::table::Table;
 use crate::api::CronJob;
-use crate::schedule::{ParseError, Schedule, ZoneError, scheduled_at, time_zone};
+use crate::schedule::{ParseError, Schedule, SlotQuery, ZoneError, scheduled_at, slots, time_zone};
 
 /// Print the next times a CronJob, or a schedule, fires.
 #[derive(clap::Args, Debug)]
@@ -128,11 +128,10 @@ pub async fn run_cronjob(
     let cj = Api::<CronJob>::namespaced(client, &namespace)
         .get(name)
         .await?;
-    let key = format!("{namespace}/{name}");
     let zone_name = cj.spec.time_zone.as_deref();
-    let schedule = Schedule::parse(&cj.spec.schedule, &key).map_err(NextError::from)?;
+    let schedule = Schedule::parse(&cj.spec.schedule, &hash_key(&cj)).map_err(NextError::from)?;
     let tz = time_zone(zone_name).map_err(NextError::from)?;
-    let times = next_times(&schedule, &tz, from, args.count)?;
+    let times = cronjob_times(&cj, &schedule, &tz, from, args.count)?;
     if cj.spec.is_suspended() {
         writeln!(
             err,
@@ -175,6 +174,53 @@ pub fn next_times(
         t = n;
     }
     Ok(times)
+}
+
+/// The first `count` runs of `cj` strictly after `from`. As [`next_times`], except that an
+/// `@every` grid starts where the controller starts it: at `status.lastScheduleTime`, else at
+/// the creation time.
+pub fn cronjob_times(
+    cj: &CronJob,
+    schedule: &Schedule,
+    tz: &TimeZone,
+    from: Timestamp,
+    count: usize,
+) -> Result<Vec<Timestamp>, NextError> {
+    let query = SlotQuery {
+        schedule,
+        tz,
+        last_schedule_time: cj
+            .status
+            .as_ref()
+            .and_then(|s| s.last_schedule_time.as_ref())
+            .map(|t| t.0),
+        creation_timestamp: cj
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(from, |t| t.0),
+        starting_deadline_seconds: None,
+        now: from,
+    };
+    let first = match slots(&query) {
+        Ok(slots) => slots.next,
+        Err(_) => return Err(NextError::NeverFires(schedule.as_str().to_string())),
+    };
+    let Some(first) = first.filter(|_| count > 0) else {
+        return Ok(Vec::new());
+    };
+    let mut times = vec![first];
+    times.extend(next_times(schedule, tz, first, count - 1)?);
+    Ok(times)
+}
+
+/// The key `H` hashes for a CronJob: `namespace/name`.
+pub fn hash_key(cj: &CronJob) -> String {
+    format!(
+        "{}/{}",
+        cj.metadata.namespace.as_deref().unwrap_or_default(),
+        cj.metadata.name.as_deref().unwrap_or_default()
+    )
 }
 
 /// The times in the zone `zone_name` and in UTC, one column each (one column when the zone is

@@ -247,7 +247,8 @@ async fn gather(client: &Client, selection: &Selection) -> Result<Pairs, CliErro
                 let key = key_of(&original.metadata);
                 pairs.entry(key).or_default().original = Some(json_of(&original));
             }
-            for migrated in scope.api::<CronJob>(client).list(&params).await?.items {
+            let migrated = scope.api::<CronJob>(client).list(&params).await;
+            for migrated in migrated.map_err(super::kube::listing_error)?.items {
                 let key = key_of(&migrated.metadata);
                 pairs.entry(key).or_default().migrated = Some(migrated);
             }
