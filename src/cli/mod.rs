@@ -1,9 +1,10 @@
 //! The `kronjob` command line: the manager (`run`) and its tools. The same entry point serves
 //! the `kubectl-kronjob` plugin binary, so `kubectl kronjob list` works.
 //!
-//! One file per command (`list`, `history`, `next`, `suspend`, and `migrate/`); `kube` holds kubectl's
-//! connection flags and the client, `table` kubectl-style output. Each command's `run` takes the
-//! client, the current time and the output streams, so tests drive it against a scripted API.
+//! One file per command (`list`, `history`, `next`, `suspend`, and `migrate/`); `kube` holds
+//! kubectl's connection flags and the client, `table` kubectl-style output. Each command's
+//! `run` takes the client, the current time and the output streams, so tests drive it against
+//! a scripted API.
 
 pub mod history;
 pub mod kube;
