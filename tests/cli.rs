@@ -21,9 +21,25 @@ fn version_and_help() {
     let help = kronjob(&["--help"]);
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
-    for sub in ["crd", "next", "run", "trigger"] {
+    for sub in [
+        "crd", "next", "run", "trigger", "list", "history", "suspend", "resume", "migrate",
+    ] {
         assert!(text.contains(sub), "--help lists {sub}: {text}");
     }
+}
+
+#[test]
+fn the_plugin_binary_calls_itself_kubectl_kronjob() {
+    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-kronjob"))
+        .args(["list", "--help"])
+        .output()
+        .expect("run kubectl-kronjob");
+    assert!(out.status.success());
+    let help = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        help.contains("Usage: kubectl kronjob list [OPTIONS]"),
+        "{help}"
+    );
 }
 
 #[test]
@@ -46,6 +62,13 @@ fn bad_flags_exit_2_with_a_message() {
         &["run", "--metrics-addr", "not-an-address"][..],
         &["run", "--ttl-jobs", "sometimes"][..],
         &["next"][..],
+        &["next", "cj", "--schedule", "@daily"][..],
+        &["list", "-o", "table"][..],
+        &["get", "-l", "a in b"][..],
+        &["history"][..],
+        &["suspend"][..],
+        &["migrate"][..],
+        &["migrate", "cj", "--all"][..],
     ] {
         let out = kronjob(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");

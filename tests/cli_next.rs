@@ -1,4 +1,5 @@
-//! `kronjob next`.
+//! `kronjob next --schedule EXPR` (the times of a bare expression; `next NAME` reads a CronJob
+//! from the cluster and is tested in cli_plugin.rs).
 
 use clap::Parser;
 use jiff::Timestamp;
@@ -10,8 +11,9 @@ struct Cli {
     next: NextArgs,
 }
 
+/// `argv[0]` is the schedule, as `kronjob next --schedule EXPR ...`.
 fn args(argv: &[&str]) -> NextArgs {
-    let mut full = vec!["next"];
+    let mut full = vec!["next", "--schedule"];
     full.extend_from_slice(argv);
     Cli::try_parse_from(full).expect("arguments").next
 }
@@ -109,4 +111,20 @@ fn errors_carry_the_parse_message() {
     );
     let err = output(&["* * * * *", "--time-zone", "Local"]).expect_err("Local");
     assert!(matches!(err, NextError::Zone(_)), "{err:?}");
+}
+
+#[test]
+fn a_cronjob_name_or_a_schedule_but_not_both() {
+    for argv in [
+        &["next"][..],
+        &["next", "cj", "--schedule", "@daily"][..],
+        &["next", "cj", "--time-zone", "UTC"][..],
+        &["next", "cj", "--name", "ns/cj"][..],
+    ] {
+        let err = Cli::try_parse_from(argv).expect_err("usage error");
+        assert_eq!(err.exit_code(), 2, "{argv:?}");
+    }
+    let named = Cli::try_parse_from(["next", "cj", "-n", "team", "--count", "3"]).expect("ok");
+    assert_eq!(named.next.cronjob(), Some("cj"));
+    assert_eq!(named.next.kube().namespace.as_deref(), Some("team"));
 }

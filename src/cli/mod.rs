@@ -1,12 +1,24 @@
 //! The `kronjob` command line: the manager (`run`) and its tools. The same entry point serves
-//! the `kubectl-kronjob` plugin binary, so `kubectl kronjob trigger NAME` works.
+//! the `kubectl-kronjob` plugin binary, so `kubectl kronjob list` works.
+//!
+//! One file per command (`list`, `history`, `next`, `suspend`, and `migrate/`); `kube` holds
+//! kubectl's connection flags and the client, `table` kubectl-style output. Each command's
+//! `run` takes the client, the current time and the output streams, so tests drive it against
+//! a scripted API.
 
+pub mod history;
+pub mod kube;
+pub mod list;
+pub mod migrate;
 pub mod next;
+pub mod suspend;
+pub mod table;
 
+use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
 /// kronjob: a Kubernetes operator for CronJobs (batch.kronjob.dev/v1).
 #[derive(Parser, Debug)]
@@ -20,8 +32,19 @@ pub struct Cli {
 enum Command {
     /// Print the CustomResourceDefinition YAML (what `crd/` holds).
     Crd,
-    /// Print the next run times of a schedule.
+    /// Print the next run times of a CronJob (`next NAME`) or of a schedule (`next --schedule EXPR`).
     Next(next::NextArgs),
+    /// List CronJobs with their last and next runs.
+    #[command(visible_alias = "get")]
+    List(list::ListArgs),
+    /// Show the runs (Jobs) of a CronJob, newest first.
+    History(history::HistoryArgs),
+    /// Suspend a CronJob: no new runs until it is resumed.
+    Suspend(suspend::SuspendArgs),
+    /// Resume a suspended CronJob.
+    Resume(suspend::SuspendArgs),
+    /// Migrate batch/v1 CronJobs to kronjob CronJobs (a dry run unless --apply).
+    Migrate(migrate::MigrateArgs),
     /// Run the manager: controllers (on the leader), webhook, metrics and probes.
     Run(Box<crate::manager::RunArgs>),
     /// Create a Job from a CronJob's template now (also `kubectl kronjob trigger NAME`).
@@ -46,7 +69,7 @@ pub fn main() -> ExitCode {
     // One TLS crypto provider for the whole process (kube's client and the webhook server).
     // An error means a provider is already installed, which is what we want.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = Cli::parse();
+    let cli = parse_args();
     match cli.command {
         Command::Crd => match crate::api::crdgen::crd_yaml() {
             Ok(yaml) => print(&yaml),
@@ -71,6 +94,11 @@ pub fn main() -> ExitCode {
             Ok(Err(e)) => fail(e.as_ref(), ExitCode::FAILURE),
             Err(e) => fail(&e, ExitCode::FAILURE),
         },
+        Command::Next(ref args) if args.cronjob().is_some() => {
+            with_cluster(args.kube(), |client, mut io| async move {
+                next::run_cronjob(client, args, now(), &mut io.out, &mut io.err).await
+            })
+        }
         Command::Next(args) => {
             let mut out = std::io::stdout().lock();
             match next::run(&args, jiff::Timestamp::now(), &mut out) {
@@ -79,6 +107,113 @@ pub fn main() -> ExitCode {
                 Err(e) => fail(&e, ExitCode::from(EXIT_USAGE)),
             }
         }
+        Command::List(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            list::run(client, args, now(), &mut io.out, &mut io.err).await
+        }),
+        Command::History(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            history::run(client, args, now(), &mut io.out, &mut io.err).await
+        }),
+        Command::Suspend(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            suspend::run(client, args, true, &mut io.out).await
+        }),
+        Command::Resume(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            suspend::run(client, args, false, &mut io.out).await
+        }),
+        Command::Migrate(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            migrate::run(client, args, &mut io.out, &mut io.err).await
+        }),
+    }
+}
+
+/// Why a command failed; `Display` is the message printed after `error: `.
+#[derive(thiserror::Error, Debug)]
+pub enum CliError {
+    /// A bad combination of arguments (exit code 2).
+    #[error("{0}")]
+    Usage(String),
+    /// No client could be built from the kubeconfig.
+    #[error(transparent)]
+    Client(#[from] crate::manager::ManagerError),
+    /// The API server refused a request or could not be reached.
+    #[error("{}", kube::api_message(.0))]
+    Api(::kube::Error),
+    /// The command could not do what was asked; the message says why.
+    #[error("{0}")]
+    Failed(String),
+    /// Some items failed; each was reported already.
+    #[error("{0}")]
+    Reported(String),
+    /// Writing the output failed.
+    #[error("writing output: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+impl From<::kube::Error> for CliError {
+    fn from(error: ::kube::Error) -> Self {
+        CliError::Api(error)
+    }
+}
+
+impl CliError {
+    /// The process exit code: 2 for usage errors, 1 otherwise (as kubectl).
+    pub fn exit_code(&self) -> u8 {
+        match self {
+            CliError::Usage(_) => EXIT_USAGE,
+            _ => 1,
+        }
+    }
+}
+
+/// The arguments; help and usage say `kubectl kronjob` when run as the kubectl plugin.
+fn parse_args() -> Cli {
+    let program = std::env::args_os().next().unwrap_or_default();
+    let plugin = std::path::Path::new(&program)
+        .file_stem()
+        .is_some_and(|stem| stem == "kubectl-kronjob");
+    let mut command = Cli::command();
+    if plugin {
+        command = command.bin_name("kubectl kronjob");
+    }
+    let matches = command.get_matches();
+    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
+}
+
+fn now() -> jiff::Timestamp {
+    jiff::Timestamp::now()
+}
+
+/// The process's output streams, handed to a command.
+#[derive(Debug)]
+struct Stdio {
+    out: std::io::Stdout,
+    err: std::io::Stderr,
+}
+
+/// Run a command that talks to the cluster: build the client from the kubeconfig flags, run
+/// `command` with it, and turn the outcome into an exit code (errors on stderr as
+/// `error: ...`).
+fn with_cluster<F, Fut>(kube: &kube::KubeArgs, command: F) -> ExitCode
+where
+    F: FnOnce(::kube::Client, Stdio) -> Fut,
+    Fut: Future<Output = Result<(), CliError>>,
+{
+    let rt = match runtime() {
+        Ok(rt) => rt,
+        Err(e) => return fail(&e, ExitCode::FAILURE),
+    };
+    let io = Stdio {
+        out: std::io::stdout(),
+        err: std::io::stderr(),
+    };
+    let result = rt.block_on(async {
+        let client = kube.client().await?;
+        command(client, io).await
+    });
+    let _ = std::io::stdout().flush();
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(CliError::Reported(_)) => ExitCode::FAILURE,
+        Err(e) => fail(&e, ExitCode::from(e.exit_code())),
     }
 }
 
@@ -115,6 +250,22 @@ fn print(text: &str) -> ExitCode {
 
 /// Print `error` and its causes on stderr, one line, and return `code`.
 pub fn fail(error: &dyn std::error::Error, code: ExitCode) -> ExitCode {
-    eprintln!("error: {}", crate::telemetry::error_chain(error));
+    eprintln!("error: {}", message(error));
     code
+}
+
+/// `error` and its causes, `: `-separated, leaving out a cause whose text is already said
+/// (several errors repeat their source in their own message).
+pub fn message(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
 }

@@ -1,18 +1,31 @@
-//! `kronjob next`: print the next run times of a schedule.
+//! `kronjob next`: the next run times of a CronJob (`next NAME`, read from the cluster) or of a
+//! bare schedule expression (`next --schedule EXPR`, no cluster needed).
 
 use std::io::Write;
 
 use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use kube::{Api, Client};
 
-use crate::schedule::{ParseError, Schedule, ZoneError, time_zone};
+use super::CliError;
+use super::kube::KubeArgs;
+use super::table::Table;
+use crate::api::CronJob;
+use crate::schedule::{ParseError, Schedule, SlotQuery, ZoneError, scheduled_at, slots, time_zone};
 
-/// Print the next times a schedule fires, one RFC 3339 UTC timestamp per line.
+/// Print the next times a CronJob, or a schedule, fires.
 #[derive(clap::Args, Debug)]
+#[command(group(clap::ArgGroup::new("what").required(true).args(["cronjob", "schedule"])))]
 pub struct NextArgs {
-    /// The schedule, e.g. "*/15 * * * *", "@daily", "@every 90m", "H H * * *".
-    schedule: String,
-    /// IANA time zone the schedule is evaluated in (default UTC).
-    #[arg(long)]
+    /// Name of the CronJob: its schedule, time zone and `H` key come from the cluster; times
+    /// print in its zone and in UTC.
+    cronjob: Option<String>,
+    /// A schedule instead of a CronJob, e.g. "*/15 * * * *", "@daily", "@every 90m",
+    /// "H H * * *"; times print one RFC 3339 UTC timestamp per line.
+    #[arg(long, value_name = "EXPR")]
+    schedule: Option<String>,
+    /// With --schedule: the IANA time zone it is evaluated in (default UTC).
+    #[arg(long, conflicts_with = "cronjob")]
     time_zone: Option<String>,
     /// Start from this instant (RFC 3339) instead of now; printed times are strictly after it.
     #[arg(long)]
@@ -20,9 +33,24 @@ pub struct NextArgs {
     /// How many times to print.
     #[arg(long, default_value_t = 5)]
     count: usize,
-    /// NAMESPACE/NAME of the CronJob, the key `H` hashes (required when the schedule uses `H`).
-    #[arg(long)]
+    /// With --schedule: NAMESPACE/NAME of the CronJob, the key `H` hashes (required when the
+    /// schedule uses `H`).
+    #[arg(long, conflicts_with = "cronjob")]
     name: Option<String>,
+    #[command(flatten)]
+    kube: KubeArgs,
+}
+
+impl NextArgs {
+    /// The CronJob named, when the times are those of a CronJob in the cluster.
+    pub fn cronjob(&self) -> Option<&str> {
+        self.cronjob.as_deref()
+    }
+
+    /// The connection flags.
+    pub fn kube(&self) -> &KubeArgs {
+        &self.kube
+    }
 }
 
 /// Why `kronjob next` failed. `Display` is the message for stderr.
@@ -48,39 +76,216 @@ pub enum NextError {
     /// The schedule parses but can never fire (e.g. "0 0 30 2 *").
     #[error("schedule {0:?} never fires")]
     NeverFires(String),
+    /// Neither a CronJob nor `--schedule` was given.
+    #[error("name a CronJob, or pass --schedule EXPR")]
+    NothingToDo,
     /// Writing the output failed.
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
 }
 
-/// Run `kronjob next`, writing to `out`; `now` is used when `--from` is absent.
+impl From<NextError> for CliError {
+    fn from(error: NextError) -> Self {
+        match error {
+            NextError::Io(e) => CliError::Io(e),
+            NextError::From { .. } | NextError::NothingToDo => CliError::Usage(error.to_string()),
+            other => CliError::Failed(other.to_string()),
+        }
+    }
+}
+
+/// Run `kronjob next --schedule EXPR`, writing to `out`; `now` is used when `--from` is absent.
 pub fn run(args: &NextArgs, now: Timestamp, out: &mut dyn Write) -> Result<(), NextError> {
+    let Some(expr) = args.schedule.as_deref() else {
+        return Err(NextError::NothingToDo);
+    };
     let key = args.name.as_deref().unwrap_or("");
-    let schedule = Schedule::parse(&args.schedule, key)?;
+    let schedule = Schedule::parse(expr, key)?;
     if schedule.uses_hash() && args.name.is_none() {
-        return Err(NextError::MissingName(args.schedule.clone()));
+        return Err(NextError::MissingName(expr.to_string()));
     }
     let tz = time_zone(args.time_zone.as_deref())?;
-    let mut t = match &args.from {
+    let from = start(args, now)?;
+    for n in next_times(&schedule, &tz, from, args.count)? {
+        writeln!(out, "{}", scheduled_at(n, &TimeZone::UTC))?;
+    }
+    Ok(())
+}
+
+/// Run `kronjob next NAME`: the CronJob's next runs in its zone and in UTC.
+pub async fn run_cronjob(
+    client: Client,
+    args: &NextArgs,
+    now: Timestamp,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let Some(name) = args.cronjob.as_deref() else {
+        return Err(NextError::NothingToDo.into());
+    };
+    let from = start(args, now)?;
+    let namespace = args.kube.namespace(&client);
+    let cj = Api::<CronJob>::namespaced(client, &namespace)
+        .get(name)
+        .await?;
+    let zone_name = cj.spec.time_zone.as_deref();
+    let schedule = Schedule::parse(&cj.spec.schedule, &hash_key(&cj)).map_err(NextError::from)?;
+    let tz = time_zone(zone_name).map_err(NextError::from)?;
+    let times = cronjob_times(&cj, &schedule, &tz, from, args.count)?;
+    if cj.spec.is_suspended() {
+        writeln!(
+            err,
+            "warning: cronjob.batch.kronjob.dev/{name} is suspended: it runs at these times only once resumed"
+        )?;
+    }
+    let table = zoned_table(&times, zone_name.unwrap_or("UTC"), &tz);
+    out.write_all(table.render().as_bytes())?;
+    Ok(())
+}
+
+/// `--from`, else `now`.
+fn start(args: &NextArgs, now: Timestamp) -> Result<Timestamp, NextError> {
+    match &args.from {
         Some(s) => s.parse::<Timestamp>().map_err(|e| NextError::From {
             value: s.clone(),
             reason: e.to_string(),
-        })?,
-        None => now,
-    };
-    if args.count > 0 && !schedule.ever_fires() {
-        return Err(NextError::NeverFires(args.schedule.clone()));
+        }),
+        None => Ok(now),
     }
-    for _ in 0..args.count {
-        let Some(n) = schedule.next_after(t, &tz) else {
+}
+
+/// The first `count` times `schedule` fires strictly after `from`.
+pub fn next_times(
+    schedule: &Schedule,
+    tz: &TimeZone,
+    from: Timestamp,
+    count: usize,
+) -> Result<Vec<Timestamp>, NextError> {
+    if count > 0 && !schedule.ever_fires() {
+        return Err(NextError::NeverFires(schedule.as_str().to_string()));
+    }
+    let mut times = Vec::with_capacity(count);
+    let mut t = from;
+    while times.len() < count {
+        let Some(n) = schedule.next_after(t, tz) else {
             break;
         };
-        writeln!(
-            out,
-            "{}",
-            crate::schedule::scheduled_at(n, &jiff::tz::TimeZone::UTC)
-        )?;
+        times.push(n);
         t = n;
     }
-    Ok(())
+    Ok(times)
+}
+
+/// The first `count` runs of `cj` strictly after `from`. As [`next_times`], except that an
+/// `@every` grid starts where the controller starts it: at `status.lastScheduleTime`, else at
+/// the creation time.
+pub fn cronjob_times(
+    cj: &CronJob,
+    schedule: &Schedule,
+    tz: &TimeZone,
+    from: Timestamp,
+    count: usize,
+) -> Result<Vec<Timestamp>, NextError> {
+    let query = SlotQuery {
+        schedule,
+        tz,
+        last_schedule_time: cj
+            .status
+            .as_ref()
+            .and_then(|s| s.last_schedule_time.as_ref())
+            .map(|t| t.0),
+        creation_timestamp: cj
+            .metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or(from, |t| t.0),
+        starting_deadline_seconds: None,
+        now: from,
+    };
+    let first = match slots(&query) {
+        Ok(slots) => slots.next,
+        Err(_) => return Err(NextError::NeverFires(schedule.as_str().to_string())),
+    };
+    let Some(first) = first.filter(|_| count > 0) else {
+        return Ok(Vec::new());
+    };
+    let mut times = vec![first];
+    times.extend(next_times(schedule, tz, first, count - 1)?);
+    Ok(times)
+}
+
+/// The key `H` hashes for a CronJob: `namespace/name`.
+pub fn hash_key(cj: &CronJob) -> String {
+    format!(
+        "{}/{}",
+        cj.metadata.namespace.as_deref().unwrap_or_default(),
+        cj.metadata.name.as_deref().unwrap_or_default()
+    )
+}
+
+/// The times in the zone `zone_name` and in UTC, one column each (one column when the zone is
+/// UTC itself).
+pub fn zoned_table(times: &[Timestamp], zone_name: &str, tz: &TimeZone) -> Table {
+    let utc_only = zone_name == "UTC";
+    let mut table = if utc_only {
+        Table::verbatim(&["UTC"])
+    } else {
+        Table::verbatim(&[zone_name, "UTC"])
+    };
+    for t in times {
+        let utc = scheduled_at(*t, &TimeZone::UTC);
+        table.push(if utc_only {
+            vec![utc]
+        } else {
+            vec![scheduled_at(*t, tz), utc]
+        });
+    }
+    table
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn t(s: &str) -> Timestamp {
+        s.parse().expect("timestamp")
+    }
+
+    #[test]
+    fn zoned_table_shows_the_zone_and_utc() {
+        let tz = time_zone(Some("America/New_York")).expect("zone");
+        let schedule = Schedule::parse("30 2 * * *", "ns/cj").expect("parses");
+        // Across the spring-forward gap: 02:30 does not exist on 2024-03-10 and runs at 03:00.
+        let times = next_times(&schedule, &tz, t("2024-03-09T12:00:00Z"), 2).expect("times");
+        assert_eq!(
+            zoned_table(&times, "America/New_York", &tz).render(),
+            "\
+America/New_York            UTC
+2024-03-10T03:00:00-04:00   2024-03-10T07:00:00Z
+2024-03-11T02:30:00-04:00   2024-03-11T06:30:00Z
+"
+        );
+        let utc =
+            next_times(&schedule, &TimeZone::UTC, t("2024-03-09T12:00:00Z"), 1).expect("times");
+        assert_eq!(
+            zoned_table(&utc, "UTC", &TimeZone::UTC).render(),
+            "UTC\n2024-03-10T02:30:00Z\n"
+        );
+    }
+
+    #[test]
+    fn next_times_stops_at_count_and_refuses_schedules_that_never_fire() {
+        let every = Schedule::parse("@every 1h", "").expect("parses");
+        let times = next_times(&every, &TimeZone::UTC, t("2024-01-01T00:00:00Z"), 3).expect("ok");
+        assert_eq!(times.len(), 3);
+        assert!(
+            next_times(&every, &TimeZone::UTC, t("2024-01-01T00:00:00Z"), 0)
+                .expect("ok")
+                .is_empty()
+        );
+        let never = Schedule::parse("0 0 30 2 *", "").expect("parses");
+        let err = next_times(&never, &TimeZone::UTC, t("2024-01-01T00:00:00Z"), 1)
+            .expect_err("never fires");
+        assert_eq!(err.to_string(), "schedule \"0 0 30 2 *\" never fires");
+    }
 }

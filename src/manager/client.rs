@@ -6,10 +6,12 @@
 //! doubling to 2 s, with jitter), and honours the server's `Retry-After` (API Priority and
 //! Fairness): the caller sees the error within seconds and its own backoff takes over.
 
+use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::client::ClientBuilder;
 use kube::client::retry::RetryPolicy;
+use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
@@ -35,9 +37,25 @@ pub fn retry_layer() -> RetryLayer<RetryPolicy> {
     }
 }
 
+/// Where a client's configuration comes from, as kubectl's `--kubeconfig` and `--context`
+/// choose it. The default is the manager's: KUBECONFIG (or ~/.kube/config) with its current
+/// context, else the in-cluster service account.
+#[derive(Debug, Clone, Default)]
+pub struct ClientOptions {
+    /// Read this kubeconfig file instead of KUBECONFIG or ~/.kube/config.
+    pub kubeconfig: Option<PathBuf>,
+    /// Use this context of the kubeconfig instead of its current one.
+    pub context: Option<String>,
+}
+
 /// A client for the cluster in KUBECONFIG (or ~/.kube/config), or the in-cluster one.
 pub async fn client() -> Result<Client, ManagerError> {
-    let mut config = Config::infer().await.map_err(ManagerError::NoConfig)?;
+    client_with(&ClientOptions::default()).await
+}
+
+/// A client configured as `options` say, with kronjob's retry policy.
+pub async fn client_with(options: &ClientOptions) -> Result<Client, ManagerError> {
+    let mut config = config(options).await?;
     if config.accept_invalid_certs {
         tracing::warn!(
             server = %config.cluster_url,
@@ -49,4 +67,25 @@ pub async fn client() -> Result<Client, ManagerError> {
     // Retrying needs a service it can clone; kube's is boxed, so it goes behind a buffer.
     let buffered = builder.with_layer(&BufferLayer::new(BUFFER));
     Ok(buffered.with_layer(&retry_layer()).build())
+}
+
+async fn config(options: &ClientOptions) -> Result<Config, ManagerError> {
+    let kube_options = KubeConfigOptions {
+        context: options.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let mut config = match &options.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(ManagerError::Kubeconfig)?;
+            Config::from_custom_kubeconfig(kubeconfig, &kube_options)
+                .await
+                .map_err(ManagerError::Kubeconfig)?
+        }
+        None if options.context.is_some() => Config::from_kubeconfig(&kube_options)
+            .await
+            .map_err(ManagerError::Kubeconfig)?,
+        None => return Config::infer().await.map_err(ManagerError::NoConfig),
+    };
+    config.apply_debug_overrides();
+    Ok(config)
 }

@@ -57,6 +57,9 @@ pub enum ManagerError {
         "no Kubernetes configuration: set KUBECONFIG or create ~/.kube/config, or run inside a cluster"
     )]
     NoConfig(#[source] kube::config::InferConfigError),
+    /// The kubeconfig named by `--kubeconfig` or `--context` could not be loaded.
+    #[error("cannot load the kubeconfig")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
     /// The client could not be built from the configuration.
     #[error("cannot build a Kubernetes client")]
     Client(#[source] kube::Error),

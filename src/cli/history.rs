@@ -1,0 +1,218 @@
+//! `kubectl kronjob history NAME`: the runs of one CronJob, newest first.
+//!
+//! Two requests: the CronJob (for its UID), then the Jobs labelled with its name; a Job counts
+//! when that CronJob is its controller (a label alone can be copied).
+
+use std::io::Write;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::api::ListParams;
+use kube::{Api, Client};
+
+use super::CliError;
+use super::kube::KubeArgs;
+use super::table::{self, DataFormat, NONE, Table};
+use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB};
+use crate::controller::jobs::{Outcome, controller_uid, finish};
+
+/// Flags of `history`.
+#[derive(clap::Args, Debug)]
+pub struct HistoryArgs {
+    /// Name of the CronJob.
+    name: String,
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// Print a List of the Jobs as JSON or YAML instead of the table.
+    #[arg(long, short = 'o', value_enum)]
+    output: Option<DataFormat>,
+}
+
+impl HistoryArgs {
+    /// The connection flags.
+    pub fn kube(&self) -> &KubeArgs {
+        &self.kube
+    }
+}
+
+/// Run `history` with `client`; `now` is the time ages are measured from.
+pub async fn run(
+    client: Client,
+    args: &HistoryArgs,
+    now: Timestamp,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let namespace = args.kube.namespace(&client);
+    let cronjob = Api::<CronJob>::namespaced(client.clone(), &namespace)
+        .get(&args.name)
+        .await?;
+    let uid = cronjob.metadata.uid.unwrap_or_default();
+    let selector = format!("{LABEL_CRONJOB}={}", args.name);
+    let listed = Api::<Job>::namespaced(client, &namespace)
+        .list(&ListParams::default().labels(&selector))
+        .await?
+        .items;
+    let mut jobs: Vec<Job> = listed
+        .into_iter()
+        .filter(|job| controller_uid(job) == Some(uid.as_str()))
+        .collect();
+    newest_first(&mut jobs);
+    if let Some(format) = args.output {
+        table::write_data(&table::list_of(&jobs), format, out)?;
+    } else if jobs.is_empty() {
+        writeln!(
+            err,
+            "No runs of cronjob.batch.kronjob.dev/{} in {namespace} namespace.",
+            args.name
+        )?;
+    } else {
+        out.write_all(history_table(&jobs, now).render().as_bytes())?;
+    }
+    Ok(())
+}
+
+/// Order Jobs newest first: by creation time, then start time, then name (all descending).
+pub fn newest_first(jobs: &mut [Job]) {
+    jobs.sort_by(|a, b| sort_key(b).cmp(&sort_key(a)));
+}
+
+fn sort_key(job: &Job) -> (Option<Timestamp>, Option<Timestamp>, Option<&str>) {
+    (
+        job.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        job.status
+            .as_ref()
+            .and_then(|s| s.start_time.as_ref())
+            .map(|t| t.0),
+        job.metadata.name.as_deref(),
+    )
+}
+
+/// The table of runs, in the order given.
+pub fn history_table(jobs: &[Job], now: Timestamp) -> Table {
+    let mut table = Table::new(&["name", "scheduled", "result", "start", "duration"]);
+    for job in jobs {
+        table.push(row(job, now));
+    }
+    table
+}
+
+fn row(job: &Job, now: Timestamp) -> Vec<String> {
+    let start = job
+        .status
+        .as_ref()
+        .and_then(|s| s.start_time.as_ref())
+        .map(|t| t.0);
+    let finished = finish(job);
+    let result = match finished.map(|f| f.outcome) {
+        None => "Running",
+        Some(Outcome::Complete) => "Complete",
+        Some(Outcome::Failed) => "Failed",
+    };
+    let end = match finished {
+        None => Some(now),
+        Some(f) => f.at,
+    };
+    let duration = match (start, end) {
+        (Some(start), Some(end)) => table::human_duration(end.as_second() - start.as_second()),
+        _ => NONE.into(),
+    };
+    vec![
+        job.metadata.name.clone().unwrap_or_default(),
+        scheduled(job),
+        result.into(),
+        start.map_or_else(|| NONE.into(), |s| table::ago(s, now)),
+        duration,
+    ]
+}
+
+/// The scheduled time a Job was created for, `manual` for a manual run.
+fn scheduled(job: &Job) -> String {
+    let annotations = job.metadata.annotations.as_ref();
+    if let Some(at) = annotations.and_then(|a| a.get(ANNOTATION_SCHEDULED_AT)) {
+        return at.clone();
+    }
+    match annotations.and_then(|a| a.get(ANNOTATION_INSTANTIATE)) {
+        Some(value) if value == "manual" => "manual".into(),
+        _ => NONE.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixtures::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    fn created(job: Job, at: &str) -> Job {
+        let mut job = job;
+        job.metadata.creation_timestamp = Some(Time(t(at)));
+        job
+    }
+
+    fn names(jobs: &[Job]) -> Vec<&str> {
+        jobs.iter()
+            .map(|j| j.metadata.name.as_deref().unwrap_or_default())
+            .collect()
+    }
+
+    #[test]
+    fn newest_first_table() {
+        let cases: Vec<(&str, Vec<Job>, Vec<&str>)> = vec![
+            (
+                "by creation time",
+                vec![
+                    created(job("a"), "2016-05-19T09:00:00Z"),
+                    created(job("c"), "2016-05-19T11:00:00Z"),
+                    created(job("b"), "2016-05-19T10:00:00Z"),
+                ],
+                vec!["c", "b", "a"],
+            ),
+            (
+                "same second: by start time",
+                vec![
+                    created(job("x"), "2016-05-19T10:00:00Z").started_at("2016-05-19T10:00:01Z"),
+                    created(job("y"), "2016-05-19T10:00:00Z").started_at("2016-05-19T10:00:03Z"),
+                ],
+                vec!["y", "x"],
+            ),
+            (
+                "nothing recorded: by name",
+                vec![job("cj-1"), job("cj-3"), job("cj-2")],
+                vec!["cj-3", "cj-2", "cj-1"],
+            ),
+        ];
+        for (name, mut jobs, want) in cases {
+            newest_first(&mut jobs);
+            assert_eq!(names(&jobs), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn rows_show_scheduled_time_result_start_and_duration() {
+        let now = t("2016-05-19T10:05:00Z");
+        let jobs = vec![
+            job("cj-manual-1463652240")
+                .manual()
+                .started_at("2016-05-19T10:04:00Z"),
+            job("cj-24394140")
+                .scheduled()
+                .started_at("2016-05-19T10:00:01Z")
+                .complete_at("2016-05-19T10:00:13Z"),
+            job("cj-24394080")
+                .started_at("2016-05-19T09:00:00Z")
+                .failed_at("2016-05-19T09:02:30Z"),
+            job("cj-pending"),
+        ];
+        assert_eq!(
+            history_table(&jobs, now).render(),
+            "\
+NAME                   SCHEDULED              RESULT     START       DURATION
+cj-manual-1463652240   manual                 Running    60s ago     60s
+cj-24394140            2016-05-19T10:00:00Z   Complete   4m59s ago   12s
+cj-24394080            <none>                 Failed     65m ago     2m30s
+cj-pending             <none>                 Running    <none>      <none>
+"
+        );
+    }
+}

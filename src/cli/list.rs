@@ -1,0 +1,392 @@
+//! `kubectl kronjob list` (alias `get`): the CronJobs with their last and next runs, in a table
+//! like kubectl's, or as a `List` with `-o json|yaml`.
+//!
+//! Two requests whatever the number of CronJobs: the CronJobs, then the Jobs carrying the label
+//! `batch.kronjob.dev/cronjob` in the same namespace (or all namespaces). Jobs are matched to
+//! their CronJob by the controller owner reference's UID.
+
+use std::collections::HashMap;
+use std::io::Write;
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::Client;
+use kube::api::ListParams;
+
+use super::CliError;
+use super::kube::{KubeArgs, Scope};
+use super::next::{cronjob_times, hash_key};
+use super::table::{self, Format, NONE, Table};
+use crate::api::{CronJob, LABEL_CRONJOB};
+use crate::controller::jobs::{Outcome, controller_uid, finish};
+use crate::schedule::{Schedule, time_zone};
+
+/// Flags of `list`.
+#[derive(clap::Args, Debug)]
+pub struct ListArgs {
+    #[command(flatten)]
+    kube: KubeArgs,
+    /// List the CronJobs of every namespace (adds a NAMESPACE column).
+    #[arg(long, short = 'A')]
+    all_namespaces: bool,
+    /// Only CronJobs whose labels match this selector, e.g. `team=a,tier!=web`.
+    #[arg(long, short = 'l', value_parser = crate::manager::parse_selector)]
+    selector: Option<String>,
+    /// Output format: `wide` adds containers, images and the last success; `json` and `yaml`
+    /// print a List of the CronJobs.
+    #[arg(long, short = 'o', value_enum)]
+    output: Option<Format>,
+}
+
+impl ListArgs {
+    /// The connection flags.
+    pub fn kube(&self) -> &KubeArgs {
+        &self.kube
+    }
+}
+
+/// Run `list` with `client`; `now` is the time ages are measured from.
+pub async fn run(
+    client: Client,
+    args: &ListArgs,
+    now: Timestamp,
+    out: &mut dyn Write,
+    err: &mut dyn Write,
+) -> Result<(), CliError> {
+    let scope = args.kube.scope(&client, args.all_namespaces);
+    let mut params = ListParams::default();
+    if let Some(selector) = &args.selector {
+        params = params.labels(selector);
+    }
+    let cronjobs = scope
+        .api::<CronJob>(&client)
+        .list(&params)
+        .await
+        .map_err(super::kube::listing_error)?
+        .items;
+    if let Some(format) = args.output.and_then(Format::data) {
+        table::write_data(&table::list_of(&cronjobs), format, out)?;
+        return Ok(());
+    }
+    if cronjobs.is_empty() {
+        writeln!(err, "{}", scope.nothing_found())?;
+        return Ok(());
+    }
+    let jobs = scope
+        .api::<Job>(&client)
+        .list(&ListParams::default().labels(LABEL_CRONJOB))
+        .await?
+        .items;
+    let columns = Columns {
+        wide: args.output == Some(Format::Wide),
+        namespace: scope == Scope::All,
+    };
+    out.write_all(
+        cronjob_table(&cronjobs, &jobs, now, columns)
+            .render()
+            .as_bytes(),
+    )?;
+    Ok(())
+}
+
+/// Which optional columns the table has.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Columns {
+    /// `-o wide`: CONTAINERS, IMAGES, LAST SUCCESS.
+    pub wide: bool,
+    /// `-A`: NAMESPACE first.
+    pub namespace: bool,
+}
+
+/// The table of `cronjobs`, with the last run of each found among `jobs`.
+pub fn cronjob_table(
+    cronjobs: &[CronJob],
+    jobs: &[Job],
+    now: Timestamp,
+    columns: Columns,
+) -> Table {
+    let mut header = vec![
+        "name", "schedule", "timezone", "suspend", "active", "last run", "next run", "age",
+    ];
+    if columns.namespace {
+        header.insert(0, "namespace");
+    }
+    if columns.wide {
+        header.extend(["containers", "images", "last success"]);
+    }
+    let mut by_owner: HashMap<&str, Vec<&Job>> = HashMap::new();
+    for job in jobs {
+        if let Some(uid) = controller_uid(job) {
+            by_owner.entry(uid).or_default().push(job);
+        }
+    }
+    let mut table = Table::new(&header);
+    for cj in cronjobs {
+        let owned = cj
+            .metadata
+            .uid
+            .as_deref()
+            .and_then(|uid| by_owner.get(uid))
+            .map_or(&[][..], Vec::as_slice);
+        table.push(row(cj, owned, now, columns));
+    }
+    table
+}
+
+fn row(cj: &CronJob, jobs: &[&Job], now: Timestamp, columns: Columns) -> Vec<String> {
+    let status = cj.status.clone().unwrap_or_default();
+    let mut row = vec![
+        cj.metadata.name.clone().unwrap_or_default(),
+        cj.spec.schedule.clone(),
+        cj.spec.time_zone.clone().unwrap_or_else(|| NONE.into()),
+        cj.spec.is_suspended().to_string(),
+        status.active.len().to_string(),
+        last_run(jobs.iter().copied()).map_or_else(|| NONE.into(), |r| r.show(now)),
+        next_run(cj, now),
+        cj.metadata
+            .creation_timestamp
+            .as_ref()
+            .map_or_else(|| NONE.into(), |t| table::age(t.0, now)),
+    ];
+    if columns.namespace {
+        row.insert(0, cj.metadata.namespace.clone().unwrap_or_default());
+    }
+    if columns.wide {
+        let pod = cj
+            .spec
+            .job_template
+            .spec
+            .as_ref()
+            .and_then(|s| s.template.spec.as_ref());
+        let containers = pod.map(|p| p.containers.as_slice()).unwrap_or_default();
+        row.push(joined(containers.iter().map(|c| c.name.as_str())));
+        row.push(joined(containers.iter().filter_map(|c| c.image.as_deref())));
+        row.push(
+            status
+                .last_successful_time
+                .map_or_else(|| NONE.into(), |t| table::ago(t.0, now)),
+        );
+    }
+    row
+}
+
+fn joined<'a>(items: impl Iterator<Item = &'a str>) -> String {
+    let text = items.collect::<Vec<_>>().join(",");
+    if text.is_empty() { NONE.into() } else { text }
+}
+
+/// The newest finished run of a CronJob: when it finished and how.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LastRun {
+    /// When it finished (its start or creation when the finish time is not recorded).
+    pub at: Timestamp,
+    /// Complete or Failed.
+    pub outcome: Outcome,
+}
+
+impl LastRun {
+    /// `3m ago (Complete)`.
+    pub fn show(&self, now: Timestamp) -> String {
+        let outcome = match self.outcome {
+            Outcome::Complete => "Complete",
+            Outcome::Failed => "Failed",
+        };
+        format!("{} ({outcome})", table::ago(self.at, now))
+    }
+}
+
+/// The newest finished Job among `jobs` (running Jobs do not count), by finish time.
+pub fn last_run<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Option<LastRun> {
+    jobs.into_iter()
+        .filter_map(|job| {
+            let finish = finish(job)?;
+            let at = finish
+                .at
+                .or_else(|| job.status.as_ref()?.start_time.as_ref().map(|t| t.0))
+                .or_else(|| job.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+            Some(LastRun {
+                at,
+                outcome: finish.outcome,
+            })
+        })
+        .max_by_key(|run| run.at)
+}
+
+/// When the CronJob runs next, `in 47s`: `<none>` when suspended or never again, `<invalid>`
+/// when its schedule or zone is refused.
+pub fn next_run(cj: &CronJob, now: Timestamp) -> String {
+    if cj.spec.is_suspended() {
+        return NONE.into();
+    }
+    let (Ok(schedule), Ok(tz)) = (
+        Schedule::parse(&cj.spec.schedule, &hash_key(cj)),
+        time_zone(cj.spec.time_zone.as_deref()),
+    ) else {
+        return "<invalid>".into();
+    };
+    match cronjob_times(cj, &schedule, &tz, now, 1).as_deref() {
+        Ok([next]) => table::from_now(*next, now),
+        _ => NONE.into(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixtures::*;
+
+    const NOW: &str = "2016-05-19T10:05:00Z";
+
+    #[test]
+    fn last_run_is_the_newest_finished_job() {
+        let early = job("cj-1").complete_at("2016-05-19T09:00:30Z");
+        let late = job("cj-2").failed_at("2016-05-19T10:02:00Z");
+        let running = job("cj-3").started_at("2016-05-19T10:04:00Z");
+        type Case<'a> = (&'a str, Vec<&'a Job>, Option<(&'a str, Outcome)>);
+        let cases: Vec<Case> = vec![
+            ("no jobs", vec![], None),
+            ("only running", vec![&running], None),
+            (
+                "one complete",
+                vec![&early, &running],
+                Some(("2016-05-19T09:00:30Z", Outcome::Complete)),
+            ),
+            (
+                "the newest wins whatever the order",
+                vec![&late, &early],
+                Some(("2016-05-19T10:02:00Z", Outcome::Failed)),
+            ),
+        ];
+        for (name, jobs, want) in cases {
+            let got = last_run(jobs);
+            let want = want.map(|(at, outcome)| LastRun { at: t(at), outcome });
+            assert_eq!(got, want, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_finish_without_time_falls_back_to_the_start() {
+        let mut failed = job("cj-1").started_at("2016-05-19T09:00:00Z");
+        failed
+            .status
+            .as_mut()
+            .expect("status")
+            .conditions
+            .get_or_insert_with(Vec::new)
+            .push(k8s_openapi::api::batch::v1::JobCondition {
+                type_: "Failed".into(),
+                status: "True".into(),
+                ..Default::default()
+            });
+        let run = last_run([&failed]).expect("finished");
+        assert_eq!(run.at, t("2016-05-19T09:00:00Z"));
+        assert_eq!(run.show(t(NOW)), "65m ago (Failed)");
+    }
+
+    #[test]
+    fn next_run_table() {
+        let now = t(NOW);
+        let cases = [
+            ("every five minutes", cronjob("*/5 * * * *"), "in 5m"),
+            ("suspended", cronjob("*/5 * * * *").suspended(), NONE),
+            ("never fires", cronjob("0 0 30 2 *"), NONE),
+            ("bad schedule", cronjob("61 * * * *"), "<invalid>"),
+            (
+                "bad zone",
+                cronjob("0 * * * *").zone("Mars/Base"),
+                "<invalid>",
+            ),
+            // @every counts from the creation time (09:59), then from the last run.
+            ("@every from creation", cronjob("@every 90m"), "in 84m"),
+            (
+                "@every from the last run",
+                cronjob("@every 90m").last_scheduled("2016-05-19T10:01:00Z"),
+                "in 86m",
+            ),
+            // 12:00 in Berlin is 10:00 UTC, tomorrow.
+            (
+                "in its zone",
+                cronjob("0 12 * * *").zone("Europe/Berlin"),
+                "in 23h",
+            ),
+        ];
+        for (name, cj, want) in cases {
+            assert_eq!(next_run(&cj, now), want, "{name}");
+        }
+    }
+
+    #[test]
+    fn h_is_hashed_with_namespace_and_name() {
+        let now = t(NOW);
+        let cj = cronjob("H * * * *");
+        let schedule = Schedule::parse("H * * * *", "ns/cj").expect("parses");
+        let next = schedule
+            .next_after(now, &jiff::tz::TimeZone::UTC)
+            .expect("next");
+        assert_eq!(next_run(&cj, now), table::from_now(next, now));
+    }
+
+    fn sample() -> (Vec<CronJob>, Vec<Job>) {
+        let hourly = cronjob("0 * * * *")
+            .named("hourly")
+            .created_at("2016-05-15T10:05:00Z");
+        let running = job("nightly-report-1")
+            .owned_by("nightly-report-uid")
+            .started_at("2016-05-19T00:30:00Z");
+        let mut nightly = cronjob("30 2 * * *")
+            .named("nightly-report")
+            .zone("Europe/Berlin")
+            .suspended()
+            .last_scheduled("2016-05-19T00:30:00Z")
+            .running(&[&running]);
+        nightly
+            .status
+            .get_or_insert_with(Default::default)
+            .last_successful_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(
+            "2016-05-19T00:31:10Z",
+        )));
+        let jobs = vec![
+            job("hourly-1")
+                .owned_by("hourly-uid")
+                .complete_at("2016-05-19T10:02:00Z"),
+            job("hourly-0")
+                .owned_by("hourly-uid")
+                .failed_at("2016-05-19T09:01:00Z"),
+            running,
+            job("stranger").owned_by("other-uid").failed_at(NOW),
+        ];
+        (vec![hourly, nightly], jobs)
+    }
+
+    #[test]
+    fn the_table_matches_jobs_by_owner_uid() {
+        let (cronjobs, jobs) = sample();
+        let text = cronjob_table(&cronjobs, &jobs, t(NOW), Columns::default()).render();
+        assert_eq!(
+            text,
+            "\
+NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   LAST RUN            NEXT RUN   AGE
+hourly           0 * * * *    <none>          false     0        3m ago (Complete)   in 55m     4d
+nightly-report   30 2 * * *   Europe/Berlin   true      1        <none>              <none>     6m
+"
+        );
+    }
+
+    #[test]
+    fn wide_and_all_namespaces_add_columns() {
+        let (cronjobs, jobs) = sample();
+        let columns = Columns {
+            wide: true,
+            namespace: true,
+        };
+        let text = cronjob_table(&cronjobs, &jobs, t(NOW), columns).render();
+        assert_eq!(
+            text,
+            "\
+NAMESPACE   NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   LAST RUN            NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
+ns          hourly           0 * * * *    <none>          false     0        3m ago (Complete)   in 55m     4d    c            busybox   <none>
+ns          nightly-report   30 2 * * *   Europe/Berlin   true      1        <none>              <none>     6m    c            busybox   9h ago
+"
+        );
+    }
+}

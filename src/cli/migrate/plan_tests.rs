@@ -1,0 +1,806 @@
+//! The migration plan from JSON inputs, table-driven.
+
+use serde_json::{Value, json};
+
+use super::*;
+
+const NS: &str = "ns";
+const NAME: &str = "cj";
+
+/// A batch/v1 CronJob as the API server returns it (kubectl-applied, with the nulls and empty
+/// objects older clients leave in templates).
+fn original() -> Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "CronJob",
+        "metadata": {
+            "name": NAME, "namespace": NS, "uid": "orig-uid", "resourceVersion": "9",
+            "creationTimestamp": "2016-05-01T00:00:00Z",
+            "labels": {"team": "a"},
+            "annotations": {"note": "kept", LAST_APPLIED: "{\"spec\":{}}"}
+        },
+        "spec": {
+            "schedule": "0 * * * *",
+            "concurrencyPolicy": "Forbid",
+            "suspend": false,
+            "successfulJobsHistoryLimit": 3,
+            "failedJobsHistoryLimit": 1,
+            "jobTemplate": {
+                "metadata": {"creationTimestamp": null},
+                "spec": {"template": {
+                    "metadata": {"creationTimestamp": null},
+                    "spec": {
+                        "containers": [{"name": "c", "image": "busybox", "resources": {}}],
+                        "restartPolicy": "OnFailure"
+                    }
+                }}
+            }
+        },
+        "status": {
+            "lastScheduleTime": "2016-05-19T09:00:00Z",
+            "lastSuccessfulTime": "2016-05-19T09:00:12Z"
+        }
+    })
+}
+
+fn with(mut value: Value, pointer: &str, set: Value) -> Value {
+    let (parent, key) = pointer.rsplit_once('/').expect("pointer");
+    let parent = value.pointer_mut(parent).expect("parent exists");
+    parent[key] = set;
+    value
+}
+
+fn t(s: &str) -> Timestamp {
+    s.parse().expect("timestamp")
+}
+
+fn migrate(original: &Value, migrated: Option<&CronJob>, delete_original: bool) -> Plan {
+    let found = Found {
+        original: Some(original),
+        migrated,
+    };
+    plan_migration(NS, NAME, found, Options { delete_original })
+}
+
+/// The kronjob CronJob a fresh migration creates, as the API server would return it later:
+/// with a UID, in `state`, with `spec.suspend` as given.
+fn migrated(state: State, suspend: bool) -> CronJob {
+    let mut cj = migrate(&original(), None, false).target.expect("a target");
+    cj.metadata.uid = Some("new-uid".into());
+    cj.spec.suspend = Some(suspend);
+    cj.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_MIGRATION.into(), state.as_str().into());
+    cj
+}
+
+#[test]
+fn a_fresh_migration_creates_suspended_carries_status_suspends_rereads_and_resumes() {
+    let plan = migrate(&original(), None, false);
+    assert_eq!(plan.action, Action::Migrate);
+    assert_eq!(plan.error, None);
+    assert_eq!(
+        plan.steps,
+        vec![
+            Step::Create,
+            Step::WriteMigratedStatus,
+            Step::SuspendOriginal,
+            Step::Recheck,
+            Step::Complete { suspend: false },
+        ]
+    );
+    assert_eq!(
+        plan.changes,
+        vec![
+            "create cronjob.batch.kronjob.dev/cj, suspended, with the spec, labels and annotations of cronjob.batch/cj",
+            "annotation kubectl.kubernetes.io/last-applied-configuration is not copied",
+            "copy status.lastScheduleTime 2016-05-19T09:00:00Z and status.lastSuccessfulTime 2016-05-19T09:00:12Z to cronjob.batch.kronjob.dev/cj",
+            "suspend cronjob.batch/cj",
+            "read cronjob.batch/cj again and copy a later status to cronjob.batch.kronjob.dev/cj (a run that started before the suspension)",
+            "resume cronjob.batch.kronjob.dev/cj, and mark the migration complete",
+        ]
+    );
+    assert!(plan.warnings.is_empty(), "{:?}", plan.warnings);
+    assert_eq!(
+        plan.original_times,
+        Times {
+            last_schedule: Some(t("2016-05-19T09:00:00Z")),
+            last_successful: Some(t("2016-05-19T09:00:12Z")),
+        }
+    );
+    assert_eq!(plan.original_uid.as_deref(), Some("orig-uid"));
+}
+
+#[test]
+fn the_target_has_the_spec_labels_and_annotations_and_records_the_migration() {
+    let target = migrate(&original(), None, false).target.expect("target");
+    let got = serde_json::to_value(&target).expect("JSON");
+    assert_eq!(
+        got,
+        json!({
+            "apiVersion": "batch.kronjob.dev/v1",
+            "kind": "CronJob",
+            "metadata": {
+                "name": "cj", "namespace": "ns",
+                "labels": {"team": "a"},
+                "annotations": {
+                    "note": "kept",
+                    "batch.kronjob.dev/migrated-from": "batch/v1",
+                    "batch.kronjob.dev/migrated-from-uid": "orig-uid",
+                    "batch.kronjob.dev/original-suspend": "false",
+                    "batch.kronjob.dev/migration": "in-progress"
+                }
+            },
+            "spec": {
+                "schedule": "0 * * * *",
+                "concurrencyPolicy": "Forbid",
+                "suspend": true,
+                "successfulJobsHistoryLimit": 3,
+                "failedJobsHistoryLimit": 1,
+                "jobTemplate": {
+                    "metadata": {},
+                    "spec": {"template": {
+                        "metadata": {},
+                        "spec": {
+                            "containers": [{"name": "c", "image": "busybox", "resources": {}}],
+                            "restartPolicy": "OnFailure"
+                        }
+                    }}
+                }
+            }
+        })
+    );
+}
+
+/// One variation of the batch/v1 CronJob and what its plan must say.
+struct Case {
+    name: &'static str,
+    original: Value,
+    delete_original: bool,
+    steps: Option<Vec<Step>>,
+    change: Option<&'static str>,
+    warning: Option<&'static str>,
+    error: Option<&'static str>,
+}
+
+fn case(name: &'static str, original: Value) -> Case {
+    Case {
+        name,
+        original,
+        delete_original: false,
+        steps: None,
+        change: None,
+        warning: None,
+        error: None,
+    }
+}
+
+#[test]
+fn fresh_migrations_table() {
+    let long = "a".repeat(53);
+    let cases = vec![
+        Case {
+            steps: Some(vec![
+                Step::Create,
+                Step::WriteMigratedStatus,
+                Step::Complete { suspend: true },
+            ]),
+            change: Some(
+                "leave cronjob.batch.kronjob.dev/cj suspended, as the original was, and mark the migration complete",
+            ),
+            ..case(
+                "a suspended original stays suspended, no suspend or re-read",
+                with(original(), "/spec/suspend", json!(true)),
+            )
+        },
+        Case {
+            delete_original: true,
+            steps: Some(vec![
+                Step::Create,
+                Step::WriteMigratedStatus,
+                Step::SuspendOriginal,
+                Step::Recheck,
+                Step::DeleteOriginal,
+                Step::Complete { suspend: false },
+            ]),
+            change: Some(
+                "delete cronjob.batch/cj with propagationPolicy Orphan: its Jobs keep running and are left in place",
+            ),
+            ..case(
+                "--delete-original suspends, re-reads, then deletes",
+                original(),
+            )
+        },
+        Case {
+            change: Some(
+                "spec.schedule \"CRON_TZ=Europe/Berlin 30 2 * * *\" becomes \"30 2 * * *\" with spec.timeZone \"Europe/Berlin\" (kronjob refuses TZ= prefixes)",
+            ),
+            ..case(
+                "a CRON_TZ prefix becomes timeZone",
+                with(
+                    original(),
+                    "/spec/schedule",
+                    json!("CRON_TZ=Europe/Berlin 30 2 * * *"),
+                ),
+            )
+        },
+        Case {
+            error: Some(
+                "spec.schedule \"TZ=UTC 0 * * * *\" carries a time zone prefix and spec.timeZone is \"Europe/Paris\" too: remove one of them first",
+            ),
+            ..case(
+                "a TZ prefix and a timeZone",
+                with(
+                    with(original(), "/spec/schedule", json!("TZ=UTC 0 * * * *")),
+                    "/spec/timeZone",
+                    json!("Europe/Paris"),
+                ),
+            )
+        },
+        Case {
+            error: Some(
+                "cannot migrate: CronJob.batch.kronjob.dev \"cj\" is invalid: spec.timeZone: Invalid value: \"Mars/Base\": unknown time zone Mars/Base",
+            ),
+            ..case(
+                "a prefix naming an unknown zone",
+                with(
+                    original(),
+                    "/spec/schedule",
+                    json!("TZ=Mars/Base 0 * * * *"),
+                ),
+            )
+        },
+        Case {
+            error: Some(
+                "cannot migrate: CronJob.batch.kronjob.dev \"cj\" is invalid: spec.schedule: Invalid value: \"0 * * * * *\": expected exactly 5 fields, found 6: [0 * * * * *]",
+            ),
+            ..case(
+                "a schedule kronjob refuses",
+                with(original(), "/spec/schedule", json!("0 * * * * *")),
+            )
+        },
+        Case {
+            warning: Some(
+                "spec.jobTemplate.spec.template.spec.containers[0].futureField is not a field of Kubernetes 1.33's types: it is dropped",
+            ),
+            ..case(
+                "an unknown template field is reported",
+                with(
+                    original(),
+                    "/spec/jobTemplate/spec/template/spec/containers/0/futureField",
+                    json!({"on": true}),
+                ),
+            )
+        },
+        Case {
+            warning: Some(
+                "cronjob.batch/cj has 1 running Job(s) and concurrencyPolicy Forbid: cronjob.batch.kronjob.dev/cj does not see them, so its next run neither waits for nor replaces them",
+            ),
+            ..case(
+                "running Jobs and Forbid",
+                with(
+                    original(),
+                    "/status/active",
+                    json!([{"kind": "Job", "name": "cj-1"}]),
+                ),
+            )
+        },
+        Case {
+            warning: Some(
+                "cronjob.batch/cj is owned by Application reports: its owner may undo the suspension or recreate it",
+            ),
+            ..case(
+                "an owner",
+                with(
+                    original(),
+                    "/metadata/ownerReferences",
+                    json!([{"kind": "Application", "name": "reports", "apiVersion": "x/v1", "uid": "u"}]),
+                ),
+            )
+        },
+        Case {
+            error: Some(
+                "spec of cronjob.batch/cj does not read as a CronJob spec: missing field `schedule`",
+            ),
+            ..case(
+                "no schedule",
+                with(original(), "/spec", json!({"jobTemplate": {}})),
+            )
+        },
+    ];
+    for c in cases {
+        let plan = migrate(&c.original, None, c.delete_original);
+        assert_eq!(plan.error.as_deref(), c.error, "{}", c.name);
+        if c.error.is_some() {
+            assert_eq!(plan.action, Action::Skip, "{}", c.name);
+            assert!(plan.steps.is_empty(), "{}", c.name);
+            continue;
+        }
+        assert_eq!(plan.action, Action::Migrate, "{}", c.name);
+        if let Some(steps) = c.steps {
+            assert_eq!(plan.steps, steps, "{}", c.name);
+        }
+        if let Some(change) = c.change {
+            assert!(
+                plan.changes.iter().any(|l| l == change),
+                "{}: {:#?}",
+                c.name,
+                plan.changes
+            );
+        }
+        match c.warning {
+            Some(warning) => assert_eq!(plan.warnings, vec![warning], "{}", c.name),
+            None => assert!(plan.warnings.is_empty(), "{}: {:?}", c.name, plan.warnings),
+        }
+    }
+    let named = with(original(), "/metadata/name", json!(long));
+    let plan = plan_migration(
+        NS,
+        &long,
+        Found {
+            original: Some(&named),
+            migrated: None,
+        },
+        Options::default(),
+    );
+    let error = plan.error.expect("too long");
+    assert!(
+        error.ends_with("metadata.name: Invalid value: \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\": must be no more than 52 characters"),
+        "{error}"
+    );
+}
+
+#[test]
+fn the_zone_prefix_moves_only_when_alone() {
+    let mut zoned = with(
+        original(),
+        "/spec/schedule",
+        json!("TZ=Asia/Tokyo 0 9 * * 1-5"),
+    );
+    zoned = with(zoned, "/spec/concurrencyPolicy", json!("Allow"));
+    let target = migrate(&zoned, None, false).target.expect("target");
+    assert_eq!(target.spec.schedule, "0 9 * * 1-5");
+    assert_eq!(target.spec.time_zone.as_deref(), Some("Asia/Tokyo"));
+}
+
+/// One state of both CronJobs and the plan of `migrate` for it.
+struct Again {
+    name: &'static str,
+    original: Option<Value>,
+    migrated: Option<CronJob>,
+    delete_original: bool,
+    action: Action,
+    steps: Vec<Step>,
+    error: Option<&'static str>,
+}
+
+#[test]
+fn running_again_finishes_repairs_or_leaves_alone() {
+    let suspended = with(original(), "/spec/suspend", json!(true));
+    let stranger = {
+        let mut cj = migrated(State::Complete, false);
+        cj.metadata.annotations = None;
+        cj
+    };
+    let from_another = {
+        let mut cj = migrated(State::Complete, false);
+        cj.metadata
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_MIGRATED_FROM_UID.into(), "older-uid".into());
+        cj
+    };
+    let cases = vec![
+        Again {
+            name: "interrupted before the original was suspended",
+            original: Some(original()),
+            migrated: Some(migrated(State::InProgress, true)),
+            delete_original: false,
+            action: Action::Finish,
+            steps: vec![
+                Step::WriteMigratedStatus,
+                Step::SuspendOriginal,
+                Step::Recheck,
+                Step::Complete { suspend: false },
+            ],
+            error: None,
+        },
+        Again {
+            name: "interrupted after the original was suspended",
+            original: Some(suspended.clone()),
+            migrated: Some(migrated(State::InProgress, true)),
+            delete_original: false,
+            action: Action::Finish,
+            steps: vec![Step::WriteMigratedStatus, Step::Complete { suspend: false }],
+            error: None,
+        },
+        Again {
+            name: "interrupted after the original was deleted",
+            original: None,
+            migrated: Some(migrated(State::InProgress, true)),
+            delete_original: true,
+            action: Action::Finish,
+            steps: vec![Step::Complete { suspend: false }],
+            error: None,
+        },
+        Again {
+            name: "complete: nothing to do",
+            original: Some(suspended.clone()),
+            migrated: Some(migrated(State::Complete, false)),
+            delete_original: false,
+            action: Action::None,
+            steps: vec![],
+            error: None,
+        },
+        Again {
+            name: "complete and the original deleted: nothing to do",
+            original: None,
+            migrated: Some(migrated(State::Complete, false)),
+            delete_original: true,
+            action: Action::None,
+            steps: vec![],
+            error: None,
+        },
+        Again {
+            name: "complete, now with --delete-original",
+            original: Some(suspended.clone()),
+            migrated: Some(migrated(State::Complete, false)),
+            delete_original: true,
+            action: Action::DeleteOriginal,
+            steps: vec![Step::DeleteOriginal],
+            error: None,
+        },
+        Again {
+            name: "complete but the original was resumed: suspend it again",
+            original: Some(original()),
+            migrated: Some(migrated(State::Complete, false)),
+            delete_original: false,
+            action: Action::Finish,
+            steps: vec![Step::SuspendOriginal, Step::Recheck],
+            error: None,
+        },
+        Again {
+            name: "the name is taken by a CronJob of our own",
+            original: Some(original()),
+            migrated: Some(stranger),
+            delete_original: false,
+            action: Action::Skip,
+            steps: vec![],
+            error: Some(
+                "cronjob.batch.kronjob.dev/cj already exists and was not migrated from cronjob.batch/cj: rename or delete one of them",
+            ),
+        },
+        Again {
+            name: "migrated from an earlier CronJob of the same name",
+            original: Some(original()),
+            migrated: Some(from_another),
+            delete_original: false,
+            action: Action::Skip,
+            steps: vec![],
+            error: Some(
+                "cronjob.batch.kronjob.dev/cj was migrated from another cronjob.batch/cj (uid older-uid, this one is orig-uid)",
+            ),
+        },
+        Again {
+            name: "a revert is in progress",
+            original: Some(suspended),
+            migrated: Some(migrated(State::Reverting, true)),
+            delete_original: false,
+            action: Action::Skip,
+            steps: vec![],
+            error: Some(
+                "a revert of cronjob.batch.kronjob.dev/cj is in progress: run with --revert to finish it",
+            ),
+        },
+        Again {
+            name: "only a kronjob CronJob created as such",
+            original: None,
+            migrated: Some({
+                let mut cj = migrated(State::Complete, false);
+                cj.metadata.annotations = None;
+                cj
+            }),
+            delete_original: false,
+            action: Action::Skip,
+            steps: vec![],
+            error: Some("cronjob.batch/cj not found"),
+        },
+        Again {
+            name: "neither exists",
+            original: None,
+            migrated: None,
+            delete_original: false,
+            action: Action::Skip,
+            steps: vec![],
+            error: Some("cronjob.batch/cj not found"),
+        },
+    ];
+    for c in cases {
+        let found = Found {
+            original: c.original.as_ref(),
+            migrated: c.migrated.as_ref(),
+        };
+        let options = Options {
+            delete_original: c.delete_original,
+        };
+        let plan = plan_migration(NS, NAME, found, options);
+        assert_eq!(plan.action, c.action, "{}", c.name);
+        assert_eq!(plan.steps, c.steps, "{}", c.name);
+        assert_eq!(plan.error.as_deref(), c.error, "{}", c.name);
+        assert!(plan.target.is_none(), "{}: creates nothing", c.name);
+    }
+}
+
+#[test]
+fn a_resumed_original_is_a_warning() {
+    let plan = migrate(&original(), Some(&migrated(State::Complete, false)), false);
+    assert_eq!(
+        plan.warnings,
+        vec![
+            "cronjob.batch/cj was resumed after the migration: both controllers would run it; it is suspended again"
+        ]
+    );
+}
+
+/// One state of both CronJobs and the plan of `migrate --revert` for it.
+struct Back {
+    name: &'static str,
+    original: Option<Value>,
+    migrated: Option<CronJob>,
+    action: Action,
+    steps: Vec<Step>,
+}
+
+#[test]
+fn revert_table() {
+    let suspended = with(original(), "/spec/suspend", json!(true));
+    let cases = vec![
+        Back {
+            name: "complete: suspend, carry back, resume the original, delete",
+            original: Some(suspended.clone()),
+            migrated: Some(migrated(State::Complete, false)),
+            action: Action::Revert,
+            steps: vec![
+                Step::SuspendMigrated {
+                    record: Some(false),
+                },
+                Step::WriteOriginalStatus,
+                Step::RestoreOriginal { suspend: false },
+                Step::DeleteMigrated,
+            ],
+        },
+        Back {
+            name: "complete and suspended since: the original stays suspended",
+            original: Some(suspended.clone()),
+            migrated: Some(migrated(State::Complete, true)),
+            action: Action::Revert,
+            steps: vec![
+                Step::SuspendMigrated { record: Some(true) },
+                Step::WriteOriginalStatus,
+                Step::DeleteMigrated,
+            ],
+        },
+        Back {
+            name: "in progress: the recorded suspend is restored",
+            original: Some(suspended.clone()),
+            migrated: Some(migrated(State::InProgress, true)),
+            action: Action::Revert,
+            steps: vec![
+                Step::SuspendMigrated { record: None },
+                Step::WriteOriginalStatus,
+                Step::RestoreOriginal { suspend: false },
+                Step::DeleteMigrated,
+            ],
+        },
+        Back {
+            name: "a revert interrupted after the suspension",
+            original: Some(suspended),
+            migrated: Some(migrated(State::Reverting, true)),
+            action: Action::Revert,
+            steps: vec![
+                Step::WriteOriginalStatus,
+                Step::RestoreOriginal { suspend: false },
+                Step::DeleteMigrated,
+            ],
+        },
+        Back {
+            name: "a revert interrupted after the original was resumed",
+            original: Some(original()),
+            migrated: Some(migrated(State::Reverting, true)),
+            action: Action::Revert,
+            steps: vec![Step::WriteOriginalStatus, Step::DeleteMigrated],
+        },
+        Back {
+            name: "the original was deleted: recreate it",
+            original: None,
+            migrated: Some(migrated(State::Complete, false)),
+            action: Action::Revert,
+            steps: vec![
+                Step::SuspendMigrated {
+                    record: Some(false),
+                },
+                Step::RecreateOriginal,
+                Step::WriteOriginalStatus,
+                Step::RestoreOriginal { suspend: false },
+                Step::DeleteMigrated,
+            ],
+        },
+        Back {
+            name: "never migrated: nothing to do",
+            original: Some(original()),
+            migrated: None,
+            action: Action::None,
+            steps: vec![],
+        },
+    ];
+    for c in cases {
+        let found = Found {
+            original: c.original.as_ref(),
+            migrated: c.migrated.as_ref(),
+        };
+        let plan = plan_revert(NS, NAME, found);
+        assert_eq!(plan.error, None, "{}", c.name);
+        assert_eq!(plan.action, c.action, "{}", c.name);
+        assert_eq!(plan.steps, c.steps, "{}", c.name);
+    }
+}
+
+#[test]
+fn revert_recreates_the_original_from_the_kronjob_spec() {
+    let mut cj = migrated(State::Complete, false);
+    cj.spec.time_zone = Some("Europe/Berlin".into());
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: None,
+            migrated: Some(&cj),
+        },
+    );
+    let recreate = plan.recreate.expect("recreated");
+    assert_eq!(recreate["apiVersion"], "batch/v1");
+    assert_eq!(
+        recreate["metadata"],
+        json!({
+            "name": "cj", "namespace": "ns", "labels": {"team": "a"}, "annotations": {"note": "kept"}
+        })
+    );
+    assert_eq!(recreate["spec"]["suspend"], true);
+    assert_eq!(recreate["spec"]["timeZone"], "Europe/Berlin");
+    assert_eq!(
+        recreate["spec"]["jobTemplate"],
+        serde_json::to_value(&cj.spec.job_template).expect("JSON")
+    );
+}
+
+#[test]
+fn revert_refusals() {
+    let mut hashed = migrated(State::Complete, false);
+    hashed.spec.schedule = "H * * * *".into();
+    let mut native = migrated(State::Complete, false);
+    native.metadata.annotations = None;
+    let cases = [
+        (
+            None,
+            Some(&hashed),
+            "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj uses H in its schedule, which batch/v1 does not know",
+        ),
+        (
+            None,
+            Some(&native),
+            "cronjob.batch.kronjob.dev/cj was not migrated from batch/v1: nothing to revert",
+        ),
+        (None, None, "cronjob.batch.kronjob.dev/cj not found"),
+    ];
+    for (original, migrated, want) in cases {
+        let plan = plan_revert(NS, NAME, Found { original, migrated });
+        assert_eq!(plan.action, Action::Skip, "{want}");
+        assert_eq!(plan.error.as_deref(), Some(want));
+        assert!(plan.steps.is_empty());
+    }
+}
+
+#[test]
+fn revert_warns_that_schedule_changes_stay_behind() {
+    let mut cj = migrated(State::Complete, false);
+    cj.spec.schedule = "H * * * *".into();
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: Some(&original()),
+            migrated: Some(&cj),
+        },
+    );
+    assert_eq!(
+        plan.warnings,
+        vec![
+            "cronjob.batch.kronjob.dev/cj has schedule \"H * * * *\" in UTC; cronjob.batch/cj keeps its own schedule \"0 * * * *\""
+        ]
+    );
+}
+
+#[test]
+fn times_carry_only_what_is_later() {
+    let a = Times {
+        last_schedule: Some(t("2016-05-19T10:00:00Z")),
+        last_successful: Some(t("2016-05-19T09:00:10Z")),
+    };
+    let b = Times {
+        last_schedule: Some(t("2016-05-19T09:00:00Z")),
+        last_successful: None,
+    };
+    assert_eq!(a.newer_than(b), a);
+    assert!(b.newer_than(a).is_empty());
+    assert!(a.newer_than(a).is_empty());
+    assert_eq!(b.max(a), a);
+    assert_eq!(
+        b.status_patch(),
+        json!({"status": {"lastScheduleTime": "2016-05-19T09:00:00Z"}})
+    );
+    assert_eq!(
+        a.status_patch(),
+        json!({"status": {"lastScheduleTime": "2016-05-19T10:00:00Z", "lastSuccessfulTime": "2016-05-19T09:00:10Z"}})
+    );
+    assert_eq!(
+        Times::of_json(&original()).max(Times::default()),
+        Times::of_json(&original())
+    );
+    assert!(Times::of_json(&json!({"status": {"lastScheduleTime": "garbage"}})).is_empty());
+}
+
+#[test]
+fn lost_paths_table() {
+    let cases = [
+        (json!({"a": 1}), json!({"a": 1}), vec![]),
+        (json!({"a": 1, "b": 2}), json!({"a": 1}), vec!["t.b"]),
+        (json!({"a": null, "b": {}, "c": []}), json!({}), vec![]),
+        (
+            json!({"a": {"x": 1, "y": 2}}),
+            json!({"a": {"x": 1}}),
+            vec!["t.a.y"],
+        ),
+        (
+            json!({"l": [{"x": 1, "z": 3}, {"x": 2}]}),
+            json!({"l": [{"x": 1}, {"x": 2}]}),
+            vec!["t.l[0].z"],
+        ),
+        (json!({"l": [1, 2]}), json!({"l": [1]}), vec!["t.l[1]"]),
+        (json!({"n": "100m"}), json!({"n": 0.1}), vec![]),
+    ];
+    for (original, kept, want) in cases {
+        let mut got = Vec::new();
+        lost_paths(&original, &kept, "t", &mut got);
+        assert_eq!(got, want, "{original} vs {kept}");
+    }
+}
+
+#[test]
+fn record_of_reads_the_annotations() {
+    assert_eq!(
+        record_of(&migrated(State::Complete, false)),
+        Some(Record {
+            state: State::Complete,
+            from_uid: Some("orig-uid".into()),
+            original_suspend: false,
+        })
+    );
+    let mut unknown = migrated(State::Complete, false);
+    unknown
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_MIGRATION.into(), "someday".into());
+    assert_eq!(
+        record_of(&unknown).map(|r| r.state),
+        Some(State::InProgress)
+    );
+    let mut other = migrated(State::Complete, false);
+    other
+        .metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_MIGRATED_FROM.into(), "batch/v1beta1".into());
+    assert_eq!(record_of(&other), None);
+}
