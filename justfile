@@ -35,6 +35,7 @@ generate:
 manifests:
     kubectl kustomize config/default > /dev/null
     kubectl kustomize config/samples > /dev/null
+    kubectl kustomize crd > /dev/null
     if [ -d {{chart}} ]; then \
       cmp {{crd_file}} {{chart}}/crds/$(basename {{crd_file}}) && \
       helm lint {{chart}} && \

@@ -1,5 +1,8 @@
 //! The webhook manifests agree with the code: names, paths, ports, rules and settings; and
-//! they render with `kubectl kustomize` when kubectl is installed.
+//! they render with `kubectl kustomize`.
+
+#[path = "support/tools.rs"]
+mod tools;
 
 use clap::Parser;
 use k8s_openapi::api::admissionregistration::v1::{
@@ -138,12 +141,8 @@ fn service_targets_the_webhook_port() {
 
 #[test]
 fn kustomize_renders_base_and_cert_manager_component() {
-    let kubectl = std::path::Path::new("/usr/bin/kubectl");
-    if !kubectl.exists() {
-        eprintln!("kubectl not installed; skipping the render check");
-        return;
-    }
-    let base = std::process::Command::new(kubectl)
+    let kubectl = tools::tool("kubectl");
+    let base = std::process::Command::new(&kubectl)
         .args(["kustomize", "webhook"])
         .output()
         .expect("run kubectl");
@@ -170,7 +169,7 @@ fn kustomize_renders_base_and_cert_manager_component() {
         format!("resources: [{rel}/webhook]\ncomponents: [{rel}/webhook/certmanager]\n"),
     )
     .expect("write overlay");
-    let out = std::process::Command::new(kubectl)
+    let out = std::process::Command::new(&kubectl)
         .arg("kustomize")
         .arg(&overlay)
         .output()

@@ -51,9 +51,11 @@ pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 1;
         type_ = "date",
         json_path = ".status.lastScheduleTime"
     ),
+    // kubectl prints a `date` column as the age of the time, `<invalid>` for a future one:
+    // the next run is shown as the time itself.
     printcolumn(
         name = "Next Schedule",
-        type_ = "date",
+        type_ = "string",
         json_path = ".status.nextScheduleTime"
     ),
     printcolumn(

@@ -6,51 +6,39 @@
 mod cronjob;
 mod harness;
 mod leader;
+#[path = "../support/tools.rs"]
+mod tools;
 mod ttl;
 
 use harness::{Env, Manager, wait_for};
 use kronjob::api::CronJob;
-use kube::api::{Api, DynamicObject, Patch, PatchParams};
-use kube::core::GroupVersionKind;
-use kube::discovery::ApiResource;
+use kube::api::Api;
 use std::time::Duration;
 
 #[tokio::test]
 #[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
-async fn crd_installs_and_samples_apply() {
+async fn readme_install_commands_and_kubectl_get_output() {
     let env = Env::new().await;
     let manager = Manager::spawn(&env, &[]);
     harness::wait_crd_established(&env.client).await;
 
-    let gvk = GroupVersionKind::gvk("batch.kronjob.dev", "v1", "CronJob");
-    let resource = ApiResource::from_gvk(&gvk);
-    let dynamic: Api<DynamicObject> =
-        Api::namespaced_with(env.client.clone(), &env.namespace, &resource);
-    let dir = concat!(env!("CARGO_MANIFEST_DIR"), "/config/samples");
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("samples") {
-        let path = entry.expect("entry").path();
-        let file = path.display().to_string();
-        if !file.ends_with(".yaml") || file.ends_with("kustomization.yaml") {
-            continue;
-        }
-        let text = std::fs::read_to_string(&path).expect("read");
-        let object: DynamicObject = serde_yaml_ng::from_str(&text).expect("yaml");
-        let name = object.metadata.name.clone().expect("name");
-        dynamic
-            .patch(
-                &name,
-                &PatchParams::apply("kronjob-e2e"),
-                &Patch::Apply(&object),
-            )
-            .await
-            .unwrap_or_else(|e| panic!("apply {file}: {e}"));
-        names.push(name);
-    }
-    assert!(names.len() >= 2);
+    // The README's commands, as written: `-f` and `-k` both exit 0 for crd/ and the samples.
+    let kubectl = tools::tool("kubectl");
+    let ns = env.namespace.as_str();
+    tools::run(&kubectl, &["apply", "-f", "crd/"]);
+    tools::run(&kubectl, &["apply", "-k", "crd/"]);
+    let created = tools::run(&kubectl, &["apply", "-n", ns, "-f", "config/samples/"]);
+    tools::run(&kubectl, &["apply", "-n", ns, "-k", "config/samples/"]);
+    let names: Vec<String> = created
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter_map(|object| object.rsplit('/').next())
+        .map(str::to_string)
+        .collect();
+    assert!(names.len() >= 2, "{created}");
 
     // Every sample gets a computed next schedule time from the running operator.
-    let api: Api<CronJob> = Api::namespaced(env.client.clone(), &env.namespace);
+    let api: Api<CronJob> = Api::namespaced(env.client.clone(), ns);
     for name in &names {
         wait_for(Duration::from_secs(30), || {
             let api = api.clone();
@@ -67,8 +55,44 @@ async fn crd_installs_and_samples_apply() {
         .await
         .unwrap_or_else(|| panic!("{name} never got status.nextScheduleTime"));
     }
+
+    // `kubectl get kcj` prints the README's header, and NEXT SCHEDULE as a future time.
+    let table = tools::run(&kubectl, &["get", "kcj", "-n", ns]);
+    let readme = std::fs::read_to_string("README.md").expect("README.md");
+    assert_eq!(header(&table), header(&readme), "README header vs\n{table}");
+    let next_column = table
+        .lines()
+        .next()
+        .and_then(|h| h.find("NEXT SCHEDULE"))
+        .expect("NEXT SCHEDULE column");
+    let now = jiff::Timestamp::now();
+    for row in table.lines().skip(1) {
+        let cell = row
+            .get(next_column..)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_default();
+        let next: jiff::Timestamp = cell
+            .parse()
+            .unwrap_or_else(|e| panic!("NEXT SCHEDULE {cell:?} is not a time ({e}):\n{table}"));
+        assert!(
+            next > now,
+            "NEXT SCHEDULE {next} is not in the future:\n{table}"
+        );
+    }
+    assert!(!table.contains("<invalid>"), "{table}");
     drop(manager);
     env.cleanup().await;
+}
+
+/// The words of the first line in `text` that reads like the header of `kubectl get kcj`.
+fn header(text: &str) -> Option<Vec<&str>> {
+    text.lines()
+        .map(|l| {
+            l.trim_start_matches("# ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        })
+        .find(|words| words.first() == Some(&"NAME") && words.contains(&"SCHEDULE"))
 }
 
 /// Start the real manager in a fresh namespace, run one scenario, clean up.
