@@ -1,5 +1,5 @@
 //! Logging: `tracing` with a human format on a terminal and JSON otherwise (or as asked);
-//! the level comes from `RUST_LOG` (default `info`).
+//! the level comes from `RUST_LOG` (default [`DEFAULT_FILTER`]).
 
 use std::collections::HashMap;
 use std::io::IsTerminal;
@@ -32,9 +32,16 @@ impl LogFormat {
     }
 }
 
+/// The log filter when `RUST_LOG` is unset: `info`, without the client library's line per
+/// failed request (kronjob reports API errors itself, rate-limited, with what it was doing) and
+/// its line per connection when the kubeconfig skips TLS verification (said once at start).
+pub const DEFAULT_FILTER: &str =
+    "info,kube_client::client::builder=off,kube_client::client::tls=error";
+
 /// Install the global subscriber. Calling it twice keeps the first one.
 pub fn init(format: LogFormat) {
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    let filter =
+        EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new(DEFAULT_FILTER));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

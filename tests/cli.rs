@@ -115,3 +115,64 @@ fn inconsistent_lease_timing_is_a_usage_error() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("selector"));
 }
+
+/// A kubeconfig for an API server that refuses connections, with TLS verification off.
+fn unreachable_insecure_kubeconfig() -> std::path::PathBuf {
+    let path = std::env::temp_dir().join(format!("kronjob-logs-{}.yaml", std::process::id()));
+    std::fs::write(
+        &path,
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:1\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {token: t}\n",
+    )
+    .expect("write kubeconfig");
+    path
+}
+
+const RUN: &str =
+    "run --metrics-addr 127.0.0.1:0 --health-addr 127.0.0.1:0 --webhook-addr 127.0.0.1:0";
+
+#[test]
+fn logs_are_text_on_a_terminal_and_json_in_a_pipe_without_per_request_lines() {
+    let kubeconfig = unreachable_insecure_kubeconfig();
+    // On a terminal: `script` gives the command a pseudo-terminal for stdin, stdout and stderr.
+    let on_terminal = Command::new("script")
+        .args([
+            "-qec",
+            &format!("{} {RUN}", env!("CARGO_BIN_EXE_kronjob")),
+            "/dev/null",
+        ])
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("script (util-linux) runs");
+    let in_pipe = Command::new(env!("CARGO_BIN_EXE_kronjob"))
+        .args(RUN.split(' '))
+        .env("KUBECONFIG", &kubeconfig)
+        .env_remove("RUST_LOG")
+        .output()
+        .expect("run kronjob");
+    let _ = std::fs::remove_file(&kubeconfig);
+
+    let terminal = String::from_utf8_lossy(&on_terminal.stdout);
+    let warning = "skips TLS verification";
+    let lines: Vec<&str> = terminal.lines().filter(|l| l.contains(warning)).collect();
+    assert_eq!(lines.len(), 1, "one TLS warning on a terminal:\n{terminal}");
+    assert!(
+        lines[0].contains("WARN") && !lines[0].trim_start().starts_with('{'),
+        "text, not JSON: {terminal}"
+    );
+    assert!(!terminal.contains("kube_client"), "{terminal}");
+    assert!(
+        terminal.contains("cannot install or verify the CRD"),
+        "{terminal}"
+    );
+
+    let piped = String::from_utf8_lossy(&in_pipe.stderr);
+    let logged: Vec<&str> = piped.lines().filter(|l| l.starts_with('{')).collect();
+    assert!(!logged.is_empty(), "JSON lines in a pipe:\n{piped}");
+    for line in &logged {
+        let object: serde_json::Value = serde_json::from_str(line).expect("each line is JSON");
+        assert_ne!(object["target"], "kube_client::client::builder", "{line}");
+    }
+    assert_eq!(piped.matches(warning).count(), 1, "{piped}");
+    assert_eq!(in_pipe.status.code(), Some(1), "{piped}");
+}
