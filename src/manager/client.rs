@@ -9,12 +9,14 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use http::{Request, Response};
 use kube::client::ClientBuilder;
 use kube::client::retry::RetryPolicy;
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
+use tower::{BoxError, Service};
 
 use super::ManagerError;
 
@@ -64,9 +66,21 @@ pub async fn client_with(options: &ClientOptions) -> Result<Client, ManagerError
     }
     config.default_retry = false;
     let builder = ClientBuilder::try_from(config).map_err(ManagerError::Client)?;
+    Ok(with_retries(builder))
+}
+
+/// The client of `builder` with kronjob's retry policy in front of it.
+pub fn with_retries<Svc, B>(builder: ClientBuilder<Svc>) -> Client
+where
+    Svc: Service<Request<kube::client::Body>, Response = Response<B>> + Send + 'static,
+    Svc::Future: Send + 'static,
+    Svc::Error: Into<BoxError> + Send + Sync,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     // Retrying needs a service it can clone; kube's is boxed, so it goes behind a buffer.
     let buffered = builder.with_layer(&BufferLayer::new(BUFFER));
-    Ok(buffered.with_layer(&retry_layer()).build())
+    buffered.with_layer(&retry_layer()).build()
 }
 
 async fn config(options: &ClientOptions) -> Result<Config, ManagerError> {

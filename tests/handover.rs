@@ -1,0 +1,158 @@
+//! Leader handover between two replicas electing on one Lease of the simulated API server,
+//! with the manager's default timing (lease 15 s, renew deadline 10 s, retry 1 s), under
+//! paused time:
+//!
+//! - on SIGTERM the leader releases the Lease and the standby leads within 2 s;
+//! - when the leader dies without a word, the standby leads once the Lease has not changed
+//!   for a whole lease duration;
+//! - at no instant do both lead.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use clap::Parser;
+use k8s_openapi::api::coordination::v1::Lease;
+use kronjob::controller::Stopped;
+use kronjob::manager::Health;
+use kronjob::manager::lease::{LeaseConfig, lead};
+use kronjob_apisim::{ApiSim, CostModel};
+use kube::Api;
+use support::fixtures::t;
+use support::sim::{TokioClock, sim_clock};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Parser)]
+struct Cli {
+    #[command(flatten)]
+    args: kronjob::manager::RunArgs,
+}
+
+/// The Lease settings `kronjob run --leader-elect` uses by default, for `identity`.
+fn default_config(identity: &str) -> LeaseConfig {
+    let args = Cli::parse_from(["kronjob", "--leader-elect"]).args;
+    LeaseConfig {
+        identity: identity.to_string(),
+        namespace: "kronjob-system".into(),
+        ..args.lease().expect("leader election on")
+    }
+}
+
+/// One replica: its election task, its shutdown token, and when it started leading.
+struct Replica {
+    task: JoinHandle<Result<(), Stopped>>,
+    shutdown: CancellationToken,
+    leading_since: watch::Receiver<Option<Instant>>,
+}
+
+fn replica(
+    sim: &ApiSim,
+    clock: Arc<TokioClock>,
+    identity: &str,
+    leaders: Arc<AtomicUsize>,
+) -> Replica {
+    let shutdown = CancellationToken::new();
+    let (tx, leading_since) = watch::channel(None);
+    let api: Api<Lease> = Api::namespaced(sim.client(), "kronjob-system");
+    let task = tokio::spawn(lead(
+        Some(api),
+        Some(default_config(identity)),
+        clock,
+        Health::new(false),
+        shutdown.clone(),
+        move |token| {
+            let tx = tx.clone();
+            let leaders = leaders.clone();
+            async move {
+                let together = leaders.fetch_add(1, Ordering::SeqCst) + 1;
+                assert_eq!(together, 1, "two replicas lead at once");
+                tx.send_replace(Some(Instant::now()));
+                token.cancelled().await;
+                leaders.fetch_sub(1, Ordering::SeqCst);
+                Ok(())
+            }
+        },
+    ));
+    Replica {
+        task,
+        shutdown,
+        leading_since,
+    }
+}
+
+async fn leads(replica: &mut Replica, limit: Duration) -> Instant {
+    let since = tokio::time::timeout(limit, replica.leading_since.wait_for(Option::is_some))
+        .await
+        .unwrap_or_else(|_| panic!("no leadership within {limit:?}"))
+        .expect("replica running");
+    since.expect("some")
+}
+
+/// Two replicas on one simulated API server; `a` leads, `b` stands by.
+async fn pair() -> (ApiSim, Replica, Replica, Arc<AtomicUsize>) {
+    let clock = TokioClock::new(t("2024-01-01T10:00:00Z"));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    let leaders = Arc::new(AtomicUsize::new(0));
+    let mut a = replica(&sim, clock.clone(), "a", leaders.clone());
+    leads(&mut a, Duration::from_secs(3)).await;
+    let b = replica(&sim, clock, "b", leaders.clone());
+    // The standby has been following for a while.
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        b.leading_since.borrow().is_none(),
+        "the standby took a held lease"
+    );
+    (sim, a, b, leaders)
+}
+
+#[tokio::test(start_paused = true)]
+async fn on_sigterm_the_leader_releases_and_the_standby_leads_within_2s() {
+    let (sim, a, mut b, _) = pair().await;
+    let stopped = Instant::now();
+    a.shutdown.cancel();
+    a.task.await.expect("join").expect("clean stop");
+    let handover = leads(&mut b, Duration::from_secs(15)).await - stopped;
+    eprintln!("graceful handover: {handover:?}");
+    assert!(
+        handover <= Duration::from_secs(2),
+        "handover took {handover:?}"
+    );
+    let lease = sim
+        .get(
+            &kronjob_apisim::Resource::leases(),
+            Some("kronjob-system"),
+            "kronjob-leader",
+        )
+        .expect("lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "b");
+    b.shutdown.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn when_the_leader_dies_the_standby_leads_after_one_lease_duration() {
+    let (_sim, a, mut b, leaders) = pair().await;
+    let died = Instant::now();
+    a.task.abort();
+    let _ = a.task.await;
+    // The dead leader's work does not run on: it counts as not leading.
+    leaders.store(0, Ordering::SeqCst);
+    let takeover = leads(&mut b, Duration::from_secs(30)).await - died;
+    eprintln!("takeover after a crash: {takeover:?}");
+    // The standby waits for the Lease to stand still for 15 s from when it saw the last
+    // renewal (at most one retry period before the crash), then takes it at its next try.
+    assert!(
+        takeover >= Duration::from_secs(13),
+        "took a live lease: {takeover:?}"
+    );
+    assert!(
+        takeover <= Duration::from_secs(17),
+        "takeover took {takeover:?}"
+    );
+    b.shutdown.cancel();
+}
