@@ -1,4 +1,4 @@
-//! `kubectl kronjob list | history | next NAME | suspend | resume` against the scripted API:
+//! `kubectl kronjob list | history | next NAME | suspend | resume | trigger` against the scripted API:
 //! the exact requests each command makes and what it prints.
 
 #[path = "support/mod.rs"]
@@ -8,7 +8,7 @@ use clap::Parser;
 use http::StatusCode;
 use jiff::Timestamp;
 use kronjob::api::CronJob;
-use kronjob::cli::{CliError, history, list, next, suspend};
+use kronjob::cli::{CliError, history, list, next, suspend, trigger};
 use serde_json::{Value, json};
 use support::api_script::{Expect, mock_user_client};
 use support::fixtures::*;
@@ -232,7 +232,7 @@ async fn history_shows_the_jobs_the_cronjob_controls_newest_first() {
         ),
         json_of(&job("copied-label").owned_by("someone-else-uid")),
         json_of(
-            &job("cj-manual-1463652240")
+            &job("cj-mo7f5ao")
                 .manual()
                 .started_at("2016-05-19T10:04:00Z"),
         ),
@@ -254,9 +254,9 @@ async fn history_shows_the_jobs_the_cronjob_controls_newest_first() {
     assert_eq!(
         printed.out,
         "\
-NAME                   SCHEDULED              RESULT    START       DURATION
-cj-manual-1463652240   manual                 Running   60s ago     60s
-cj-24394200            2016-05-19T10:00:00Z   Failed    4m59s ago   2m30s
+NAME          SCHEDULED              RESULT    START       DURATION
+cj-mo7f5ao    manual                 Running   60s ago     60s
+cj-24394200   2016-05-19T10:00:00Z   Failed    4m59s ago   2m30s
 "
     );
     shown_in_readme(&printed.out);
@@ -428,4 +428,113 @@ async fn suspend_of_a_missing_cronjob_fails() {
     server.await.expect("the API saw what it expected");
     assert_eq!(err.to_string(), "mock NotFound");
     assert!(out.is_empty());
+}
+
+/// The manual run requested at [`now`]: `cj-m` and the request's unix seconds in base 36.
+const MANUAL_JOB: &str = "cj-mo7f5cc";
+
+fn trigger_requested() -> Expect {
+    Expect::patch(&format!("{CRONJOBS}/cj"))
+        .body(json!({"metadata": {"annotations": {"batch.kronjob.dev/trigger": "2016-05-19T10:05:00Z"}}}))
+        .ok(json_of(&cronjob("0 * * * *")))
+}
+
+async fn run_trigger(argv: &[&str], expected: Vec<Expect>) -> (Result<(), CliError>, String) {
+    let (client, server) = mock_user_client();
+    let server = server.run(expected);
+    let args: trigger::TriggerArgs = parse(argv);
+    let mut out = Vec::new();
+    let result = trigger::run(client, &args, now(), &mut out).await;
+    server.await.expect("the API saw what it expected");
+    (result, text(out))
+}
+
+#[tokio::test(start_paused = true)]
+async fn trigger_asks_the_manager_and_waits_for_the_job() {
+    let job = format!("{JOBS}/{MANUAL_JOB}");
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *"))),
+            trigger_requested(),
+            Expect::get(&job).fails(StatusCode::NOT_FOUND, "NotFound"),
+            Expect::get(&job).ok(json_of(&support::fixtures::job(MANUAL_JOB).manual())),
+        ],
+    )
+    .await;
+    result.expect("trigger");
+    assert_eq!(out, format!("job.batch/{MANUAL_JOB} created\n"));
+    shown_in_readme(&out);
+}
+
+#[tokio::test(start_paused = true)]
+async fn trigger_joins_a_pending_request_instead_of_asking_again() {
+    let mut pending = cronjob("0 * * * *");
+    pending.metadata.annotations.get_or_insert_default().insert(
+        "batch.kronjob.dev/trigger".into(),
+        "2016-05-19T10:05:00Z".into(),
+    );
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&pending)),
+            Expect::get(&format!("{JOBS}/{MANUAL_JOB}"))
+                .ok(json_of(&support::fixtures::job(MANUAL_JOB))),
+        ],
+    )
+    .await;
+    result.expect("trigger");
+    assert_eq!(out, format!("job.batch/{MANUAL_JOB} created\n"));
+}
+
+#[tokio::test(start_paused = true)]
+async fn trigger_without_a_manager_fails_after_the_wait_and_says_why() {
+    let job = format!("{JOBS}/{MANUAL_JOB}");
+    let mut expected = vec![
+        Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *"))),
+        trigger_requested(),
+    ];
+    // 2 s, looked for every 500 ms: at 0, 0.5, 1, 1.5 and 2 s.
+    for _ in 0..5 {
+        expected.push(Expect::get(&job).fails(StatusCode::NOT_FOUND, "NotFound"));
+    }
+    let (result, out) = run_trigger(&["cj", "-n", "ns", "--wait", "2s"], expected).await;
+    let err = result.expect_err("no manager");
+    assert_eq!(err.exit_code(), 1);
+    assert!(
+        err.to_string().starts_with(&format!(
+            "job.batch/{MANUAL_JOB} was not created within 2s: is the kronjob manager running?"
+        )),
+        "{err}"
+    );
+    assert!(out.is_empty());
+}
+
+#[tokio::test]
+async fn trigger_with_no_wait_only_asks() {
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns", "--wait", "0"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *"))),
+            trigger_requested(),
+        ],
+    )
+    .await;
+    result.expect("trigger");
+    assert_eq!(
+        out,
+        format!(
+            "cronjob.batch.kronjob.dev/cj triggered: the manager creates job.batch/{MANUAL_JOB}\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn trigger_of_a_missing_cronjob_fails_without_asking() {
+    let (result, _) = run_trigger(
+        &["gone", "-n", "ns"],
+        vec![Expect::get(&format!("{CRONJOBS}/gone")).fails(StatusCode::NOT_FOUND, "NotFound")],
+    )
+    .await;
+    assert_eq!(result.expect_err("not found").to_string(), "mock NotFound");
 }

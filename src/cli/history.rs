@@ -192,7 +192,7 @@ mod tests {
     fn rows_show_scheduled_time_result_start_and_duration() {
         let now = t("2016-05-19T10:05:00Z");
         let jobs = vec![
-            job("cj-manual-1463652240")
+            job("cj-mo7f5ao")
                 .manual()
                 .started_at("2016-05-19T10:04:00Z"),
             job("cj-24394140")
@@ -207,11 +207,11 @@ mod tests {
         assert_eq!(
             history_table(&jobs, now).render(),
             "\
-NAME                   SCHEDULED              RESULT     START       DURATION
-cj-manual-1463652240   manual                 Running    60s ago     60s
-cj-24394140            2016-05-19T10:00:00Z   Complete   4m59s ago   12s
-cj-24394080            <none>                 Failed     65m ago     2m30s
-cj-pending             <none>                 Running    <none>      <none>
+NAME          SCHEDULED              RESULT     START       DURATION
+cj-mo7f5ao    manual                 Running    60s ago     60s
+cj-24394140   2016-05-19T10:00:00Z   Complete   4m59s ago   12s
+cj-24394080   <none>                 Failed     65m ago     2m30s
+cj-pending    <none>                 Running    <none>      <none>
 "
         );
     }

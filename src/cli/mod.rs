@@ -1,7 +1,7 @@
 //! The `kronjob` command line: the manager (`run`) and its tools. The same entry point serves
 //! the `kubectl-kronjob` plugin binary, so `kubectl kronjob list` works.
 //!
-//! One file per command (`list`, `history`, `next`, `suspend`, and `migrate/`); `kube` holds
+//! One file per command (`list`, `history`, `next`, `suspend`, `trigger`, and `migrate/`); `kube` holds
 //! kubectl's connection flags and the client, `table` kubectl-style output. Each command's
 //! `run` takes the client, the current time and the output streams, so tests drive it against
 //! a scripted API.
@@ -13,6 +13,7 @@ pub mod migrate;
 pub mod next;
 pub mod suspend;
 pub mod table;
+pub mod trigger;
 
 use std::future::Future;
 use std::io::Write;
@@ -47,18 +48,8 @@ enum Command {
     Migrate(migrate::MigrateArgs),
     /// Run the manager: controllers (on the leader), webhook, metrics and probes.
     Run(Box<crate::manager::RunArgs>),
-    /// Create a Job from a CronJob's template now (also `kubectl kronjob trigger NAME`).
-    Trigger(TriggerArgs),
-}
-
-/// Flags of `kronjob trigger`.
-#[derive(clap::Args, Debug)]
-struct TriggerArgs {
-    /// Name of the CronJob.
-    name: String,
-    /// Namespace of the CronJob (default: the kubeconfig's current namespace).
-    #[arg(long, short = 'n')]
-    namespace: Option<String>,
+    /// Run a CronJob now: the manager creates the Job, with the TTL policy of scheduled runs.
+    Trigger(trigger::TriggerArgs),
 }
 
 /// Exit code for a bad argument or value (as clap uses for usage errors).
@@ -86,14 +77,9 @@ pub fn main() -> ExitCode {
                 Err(e) => fail(&e, ExitCode::FAILURE),
             }
         }
-        Command::Trigger(args) => match runtime().map(|rt| rt.block_on(trigger(args))) {
-            Ok(Ok(name)) => {
-                println!("job.batch/{name} created");
-                ExitCode::SUCCESS
-            }
-            Ok(Err(e)) => fail(e.as_ref(), ExitCode::FAILURE),
-            Err(e) => fail(&e, ExitCode::FAILURE),
-        },
+        Command::Trigger(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            trigger::run(client, args, now(), &mut io.out).await
+        }),
         Command::Next(ref args) if args.cronjob().is_some() => {
             with_cluster(args.kube(), |client, mut io| async move {
                 next::run_cronjob(client, args, now(), &mut io.out, &mut io.err).await
@@ -221,23 +207,6 @@ fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
-}
-
-type BoxError = Box<dyn std::error::Error + Send + Sync>;
-
-async fn trigger(args: TriggerArgs) -> Result<String, BoxError> {
-    let client = crate::manager::client().await?;
-    let namespace = args
-        .namespace
-        .unwrap_or_else(|| client.default_namespace().to_string());
-    let job = crate::controller::cronjob::manual::trigger(
-        client,
-        &namespace,
-        &args.name,
-        jiff::Timestamp::now(),
-    )
-    .await?;
-    Ok(job.metadata.name.unwrap_or_default())
 }
 
 fn print(text: &str) -> ExitCode {

@@ -126,3 +126,45 @@ pub async fn completion_sets_last_success_and_trims_history(client: Client, ns: 
         "slot {name} ran twice"
     );
 }
+
+/// `kubectl kronjob trigger` on a CronJob with the longest valid name (52 characters): the
+/// manager creates the manual run, named within the 63 characters a Job may have, with the
+/// manager's `--default-job-ttl`, and removes the request. The CronJob is suspended, so only
+/// the manual run exists.
+pub async fn trigger_runs_now_with_the_default_ttl(client: Client, ns: &str) {
+    let name = "a".repeat(52);
+    let mut cj = cronjob(&name, 3, true);
+    cj.spec.suspend = Some(true);
+    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
+    cronjobs
+        .create(&PostParams::default(), &cj)
+        .await
+        .expect("create CronJob");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kronjob"))
+        .args(["trigger", &name, "-n", ns, "--wait", "30s"])
+        .output()
+        .expect("run kubectl-kronjob");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let jobs = jobs_of(&client, ns, &name).await;
+    assert_eq!(jobs.len(), 1, "one manual run");
+    let job = &jobs[0];
+    let job_name = job.metadata.name.clone().unwrap_or_default();
+    assert_eq!(stdout.trim(), format!("job.batch/{job_name} created"));
+    assert!(job_name.len() <= 63, "{job_name}");
+    let ttl = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished);
+    assert_eq!(ttl, Some(3600), "the manager's --default-job-ttl");
+    wait_for("the request removed", Duration::from_secs(15), || async {
+        let cj = cronjobs.get(&name).await.ok()?;
+        (!cj.metadata
+            .annotations
+            .unwrap_or_default()
+            .contains_key(kronjob::api::ANNOTATION_TRIGGER))
+        .then_some(())
+    })
+    .await;
+}

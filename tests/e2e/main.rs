@@ -135,3 +135,12 @@ async fn ttl_deletes_a_finished_owned_job_within_7s() {
     })
     .await;
 }
+
+#[tokio::test]
+#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
+async fn trigger_creates_a_manual_run_with_the_default_ttl() {
+    with_manager(&["--default-job-ttl", "1h"], |client, ns| async move {
+        cronjob::trigger_runs_now_with_the_default_ttl(client, &ns).await
+    })
+    .await;
+}

@@ -8,13 +8,14 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, PostParams, Preconditions, PropagationPolicy};
+use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 
+use super::plan::manual::Manual;
 use super::plan::{Action, Plan, Run, events};
 use super::{Context, Error};
-use crate::api::{CronJob, CronJobStatus};
+use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
 use crate::controller::jobs::{controller_uid, job_ref};
 
 /// What applying a plan produced.
@@ -30,6 +31,7 @@ pub struct Applied {
 pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
     let Plan {
         run,
+        manual,
         actions,
         mut status,
         ..
@@ -49,7 +51,14 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         Some(run) => run_slot(ctx, cj, &on, run, &mut status).await.err(),
         None => None,
     };
-    Applied { status, error }
+    let manual_error = match manual {
+        Some(manual) => run_manual(ctx, cj, &on, manual).await.err(),
+        None => None,
+    };
+    Applied {
+        status,
+        error: error.or(manual_error),
+    }
 }
 
 /// The slot's run, as urgent requests.
@@ -189,6 +198,65 @@ async fn create(
             Err(Error::Kube(e))
         }
     }
+}
+
+/// A manual run: create its Job (it then joins `status.active` as any running Job the CronJob
+/// controls), then remove the request, unless a newer one replaced it meanwhile.
+async fn run_manual(
+    ctx: &Context,
+    cj: &CronJob,
+    on: &ObjectReference,
+    manual: Manual,
+) -> Result<(), Error> {
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    if let Some(job) = manual.job {
+        let name = job.metadata.name.clone().unwrap_or_default();
+        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
+        match jobs.create(&PostParams::default(), &job).await {
+            Ok(created) => {
+                ctx.index.remember(created);
+                let note = format!("Created job {name} (manual run)");
+                ctx.outbox
+                    .event(on, EventType::Normal, events::SUCCESSFUL_CREATE, note);
+            }
+            // Created by an earlier reconcile whose removal of the request failed.
+            Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            Err(e) => {
+                let note = format!("Error creating job {name} (manual run): {e}");
+                ctx.outbox
+                    .event(on, EventType::Warning, events::FAILED_CREATE, note);
+                return Err(Error::Kube(e));
+            }
+        }
+    }
+    let cronjobs: Api<CronJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let name = cj.metadata.name.as_deref().unwrap_or_default();
+    match cronjobs
+        .patch(
+            name,
+            &PatchParams::default(),
+            &remove_request(&manual.request),
+        )
+        .await
+    {
+        Ok(_) => Ok(()),
+        // The request changed (a newer one, handled by the next reconcile) or went away.
+        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(()),
+        Err(e) => Err(Error::Kube(e)),
+    }
+}
+
+/// A JSON patch removing the trigger annotation only while it still holds `request`.
+fn remove_request(request: &str) -> Patch<()> {
+    use json_patch::{PatchOperation, RemoveOperation, TestOperation, jsonptr::PointerBuf};
+    let path = PointerBuf::from_tokens(["metadata", "annotations", ANNOTATION_TRIGGER]);
+    Patch::Json(json_patch::Patch(vec![
+        PatchOperation::Test(TestOperation {
+            path: path.clone(),
+            value: request.into(),
+        }),
+        PatchOperation::Remove(RemoveOperation { path }),
+    ]))
 }
 
 fn observe_skew(ctx: &Context, slot: Timestamp) {

@@ -9,7 +9,6 @@
 
 pub mod apply;
 pub mod context;
-pub mod manual;
 pub mod metrics;
 pub mod observe;
 pub mod outbox;
@@ -25,9 +24,10 @@ use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
 use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
+use kube::ResourceExt;
 use kube::runtime::controller::Controller;
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::{WatchStreamExt, predicates, watcher};
+use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
 pub use context::Context;
@@ -35,7 +35,7 @@ pub use metrics::ReconcilerMetrics;
 pub use plan::PlanConfig;
 pub use reconcile::{Error, error_policy, reconcile};
 
-use crate::api::CronJob;
+use crate::api::{ANNOTATION_TRIGGER, CronJob};
 use crate::controller::index::{self, IndexWriter, OwnerIndex};
 use crate::controller::{Scope, Shared, Stopped, jobs};
 
@@ -71,6 +71,16 @@ fn slim(cj: &mut CronJob) {
     if let Some(annotations) = cj.metadata.annotations.as_mut() {
         annotations.remove(LAST_APPLIED);
     }
+}
+
+/// What makes a CronJob change worth a reconcile: a new generation (a spec edit) or a new
+/// manual-run request; status and other metadata changes are ours or do not matter.
+fn spec_or_trigger(cj: &CronJob) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    cj.metadata.generation.hash(&mut hasher);
+    cj.annotations().get(ANNOTATION_TRIGGER).hash(&mut hasher);
+    Some(hasher.finish())
 }
 
 /// Run the CronJob controller until `shutdown` is cancelled (in-flight reconciles finish, then
@@ -134,7 +144,7 @@ pub async fn run(
                 .inspect(recovery(Arc::clone(&ctx))),
         )
         .applied_objects()
-        .predicate_filter(predicates::generation, Default::default()),
+        .predicate_filter(spec_or_trigger, Default::default()),
         cj_tx,
         Arc::clone(&ctx),
     );
@@ -285,3 +295,32 @@ fn job_trigger_stream(
 
 #[cfg(test)]
 mod tests;
+
+#[cfg(test)]
+mod predicate_tests {
+    use super::*;
+    use crate::testing::fixtures::cronjob;
+
+    #[test]
+    fn a_spec_edit_or_a_new_trigger_passes_status_and_labels_do_not() {
+        let base = cronjob("* * * * *");
+        let key = |cj: &CronJob| spec_or_trigger(cj);
+        let mut status = base.clone();
+        status.status = Some(Default::default());
+        status.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+        assert_eq!(key(&status), key(&base));
+        let mut edited = base.clone();
+        edited.metadata.generation = Some(base.metadata.generation.unwrap_or(0) + 1);
+        assert_ne!(key(&edited), key(&base));
+        let mut asked = base.clone();
+        asked
+            .annotations_mut()
+            .insert(ANNOTATION_TRIGGER.into(), "2026-11-25T09:40:12Z".into());
+        assert_ne!(key(&asked), key(&base));
+        let mut asked_again = asked.clone();
+        asked_again
+            .annotations_mut()
+            .insert(ANNOTATION_TRIGGER.into(), "2026-11-25T09:41:00Z".into());
+        assert_ne!(key(&asked_again), key(&asked));
+    }
+}

@@ -35,6 +35,13 @@ struct Harness {
 
 impl Harness {
     fn new(jobs: Vec<k8s_openapi::api::batch::v1::Job>) -> (Self, Script) {
+        Self::with_config(jobs, PlanConfig::default())
+    }
+
+    fn with_config(
+        jobs: Vec<k8s_openapi::api::batch::v1::Job>,
+        config: PlanConfig,
+    ) -> (Self, Script) {
         let (client, script) = mock_client();
         let (index, mut writer) = owner_index();
         writer.apply_watcher_event(&watcher::Event::Init);
@@ -50,8 +57,7 @@ impl Harness {
             gate: Default::default(),
         };
         let metrics = ReconcilerMetrics::new(&mut Default::default());
-        let (ctx, background, requests) =
-            Context::new(&shared, metrics, PlanConfig::default(), index);
+        let (ctx, background, requests) = Context::new(&shared, metrics, config, index);
         let stop = CancellationToken::new();
         let background = tokio::spawn(background.run(stop.clone()));
         let harness = Self {
@@ -399,6 +405,111 @@ async fn a_recovered_watch_asks_for_every_failed_cronjob_at_once() {
     assert_eq!(asked, [a, b]);
     watch(&Ok(()));
     assert!(h.requests.try_recv().is_err(), "only once per recovery");
+    h.verdict(server).await;
+}
+
+/// A CronJob with nothing due at [`NOW`] and its status settled, asking for a manual run.
+fn triggered(request: &str) -> CronJob {
+    let cj = cronjob("0 * * * *").last_scheduled("2016-05-19T10:00:00Z");
+    let settled = plan::plan(&cj, &[], t(NOW), &PlanConfig::default());
+    let mut cj = cj.status(settled.status);
+    cj.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(crate::api::ANNOTATION_TRIGGER.into(), request.into());
+    cj
+}
+
+/// The JSON patch that removes the request only while it is unchanged.
+fn request_removed(request: &'static str) -> Expect {
+    let path = "/metadata/annotations/batch.kronjob.dev~1trigger";
+    Expect::patch(CRONJOB)
+        .body(json!([
+            {"op": "test", "path": path, "value": request},
+            {"op": "remove", "path": path},
+        ]))
+        .ok(serde_json::to_value(cronjob("0 * * * *")).expect("json"))
+}
+
+#[tokio::test]
+async fn a_manual_request_creates_its_job_with_the_default_ttl_then_removes_the_request() {
+    const REQUEST: &str = "2016-05-19T10:00:30Z";
+    let config = PlanConfig {
+        default_job_ttl: Some(600),
+    };
+    let (h, script) = Harness::with_config(vec![], config);
+    let server = script.run(vec![
+        Expect::post(JOBS).check(|b| {
+            assert_eq!(b["metadata"]["name"], "cj-mo7f54u");
+            assert_eq!(
+                b["metadata"]["annotations"]["batch.kronjob.dev/instantiate"],
+                "manual"
+            );
+            assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], "cj-uid");
+            assert_eq!(b["spec"]["ttlSecondsAfterFinished"], 600);
+        }),
+        request_removed(REQUEST),
+        event("SuccessfulCreate", "Normal"),
+    ]);
+    let action = h.reconcile(triggered(REQUEST)).await.expect("reconcile");
+    assert_ne!(
+        action,
+        Action::await_change(),
+        "still waits for the next slot"
+    );
+    let ctx = h.verdict(server).await;
+    assert!(ctx.index.get("ns", "cj-mo7f54u").is_some(), "known at once");
+}
+
+#[tokio::test]
+async fn a_manual_request_whose_job_exists_is_only_removed() {
+    const REQUEST: &str = "2016-05-19T10:00:30Z";
+    let (h, script) = Harness::new(vec![job("cj-mo7f54u").manual()]);
+    let server = script.run(vec![
+        request_removed(REQUEST),
+        // The running manual run joins the active list, as any Job the CronJob controls.
+        status_patch(|s| assert_eq!(s["active"][0]["name"], "cj-mo7f54u")),
+    ]);
+    h.reconcile(triggered(REQUEST)).await.expect("reconcile");
+    h.verdict(server).await;
+}
+
+#[tokio::test]
+async fn a_failed_manual_create_keeps_the_request_and_is_retried() {
+    const REQUEST: &str = "2016-05-19T10:00:30Z";
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::post(JOBS).fails(StatusCode::FORBIDDEN, "Forbidden"),
+        event("FailedCreate", "Warning"),
+    ]);
+    let err = h.reconcile(triggered(REQUEST)).await.expect_err("fails");
+    assert_eq!(err.category(), "api_forbidden");
+    h.verdict(server).await;
+}
+
+#[tokio::test]
+async fn a_request_replaced_meanwhile_is_left_for_the_next_reconcile() {
+    const REQUEST: &str = "2016-05-19T10:00:30Z";
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::post(JOBS),
+        Expect::patch(CRONJOB).fails(StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
+        event("SuccessfulCreate", "Normal"),
+    ]);
+    h.reconcile(triggered(REQUEST))
+        .await
+        .expect("a failed test op is no error");
+    h.verdict(server).await;
+}
+
+#[tokio::test]
+async fn a_request_that_is_not_a_time_warns_once_and_is_removed() {
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        request_removed("now"),
+        event("InvalidTrigger", "Warning"),
+    ]);
+    h.reconcile(triggered("now")).await.expect("reconcile");
     h.verdict(server).await;
 }
 

@@ -5,12 +5,14 @@
 //! 2. [`history`]: the last success and failure, and the finished Jobs beyond the limits;
 //! 3. [`scheduling`]: the time zone, the schedule, suspension, the due slot and the
 //!    concurrency policy;
+//! 4. [`manual`]: a run asked for with `kronjob trigger`;
 //!
 //! plus [`job`], the Job built from the template. [`plan`] composes them into a [`Plan`].
 
 pub mod active;
 pub mod history;
 pub mod job;
+pub mod manual;
 pub mod scheduling;
 
 use std::sync::Arc;
@@ -124,6 +126,8 @@ pub struct Plan {
     pub run: Option<Run>,
     /// Work that can wait, in order: active-list events, history deletes, scheduling events.
     pub actions: Vec<Action>,
+    /// A manual run asked for, after the slot's run.
+    pub manual: Option<manual::Manual>,
     /// The status as of before the run: apply records the slot and the new Job (and drops
     /// replaced ones) only once the API server has accepted them, so a run that fails leaves
     /// the slot due.
@@ -133,9 +137,10 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The Jobs this plan creates.
+    /// The Jobs this plan creates: the slot's, then a manual run's.
     pub fn creates(&self) -> impl Iterator<Item = &Job> {
-        self.run.iter().map(|r| r.job.as_ref())
+        let manual = self.manual.iter().filter_map(|m| m.job.as_deref());
+        self.run.iter().map(|r| r.job.as_ref()).chain(manual)
     }
 
     /// The Jobs this plan deletes, by name: Replace deletes first, then history.
@@ -222,10 +227,13 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
             }
         }
     }
+    let (manual, warning) = manual::requested(cj, &owned, cfg);
+    actions.extend(warning);
     status.set_active(active);
     status.observed_generation = cj.metadata.generation;
     Plan {
         run,
+        manual,
         actions,
         status,
         requeue_after: decided.requeue_after,

@@ -1,0 +1,178 @@
+//! Step 4: manual runs. `kronjob trigger` asks for one by writing the request time into the
+//! CronJob's [`ANNOTATION_TRIGGER`]; the controller creates the Job, with the same TTL policy
+//! as scheduled runs, then removes the annotation. The Job's name derives from the request, so
+//! a request is never run twice, however often it is seen.
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use kube::runtime::events::EventType;
+
+use super::{Action, PlanConfig, event, job_from_template};
+use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_TRIGGER, CronJob};
+
+/// Event reason of a trigger annotation that is not a time.
+pub const INVALID_TRIGGER: &str = "InvalidTrigger";
+
+/// A pending manual run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Manual {
+    /// The annotation's value: removed (only if unchanged) once the request is done.
+    pub request: String,
+    /// The Job to create; `None` when it exists already or the request is invalid.
+    pub job: Option<Box<Job>>,
+}
+
+/// The name of the manual run requested at `requested`: `<cronjob>-m<unix seconds, base 36>`.
+/// At most 61 characters for a CronJob name of 52, the longest valid one (a Job's name may
+/// have 63), and never the name of a scheduled run (`<cronjob>-<digits>`).
+pub fn manual_job_name(cronjob: &str, requested: Timestamp) -> String {
+    let mut secs = requested.as_second().unsigned_abs();
+    let mut digits = Vec::new();
+    loop {
+        let d = u8::try_from(secs % 36).unwrap_or(0);
+        digits.push(if d < 10 { b'0' + d } else { b'a' + d - 10 });
+        secs /= 36;
+        if secs == 0 {
+            break;
+        }
+    }
+    digits.reverse();
+    format!("{cronjob}-m{}", String::from_utf8_lossy(&digits))
+}
+
+/// The pending manual run of `cj`, if its trigger annotation is set, and the Warning for an
+/// annotation that is not an RFC 3339 time. `owned` are the Jobs `cj` controls. A CronJob
+/// being deleted runs nothing.
+pub fn requested(
+    cj: &CronJob,
+    owned: &[&Job],
+    cfg: &PlanConfig,
+) -> (Option<Manual>, Option<Action>) {
+    let Some(request) = cj
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_TRIGGER))
+    else {
+        return (None, None);
+    };
+    let pending = |job| Manual {
+        request: request.clone(),
+        job,
+    };
+    let Ok(at) = request.parse::<Timestamp>() else {
+        let warning = event(
+            EventType::Warning,
+            INVALID_TRIGGER,
+            format!(
+                "Annotation {ANNOTATION_TRIGGER} must be an RFC 3339 time, not {request:?}; removed"
+            ),
+        );
+        return (Some(pending(None)), Some(warning));
+    };
+    if cj.metadata.deletion_timestamp.is_some() {
+        return (None, None);
+    }
+    let Some(cronjob) = cj.metadata.name.as_deref() else {
+        return (None, None);
+    };
+    let name = manual_job_name(cronjob, at);
+    if owned
+        .iter()
+        .any(|j| j.metadata.name.as_deref() == Some(&name))
+    {
+        return (Some(pending(None)), None);
+    }
+    let job = job_from_template(
+        cj,
+        name,
+        (ANNOTATION_INSTANTIATE, "manual".to_string()),
+        cfg.default_job_ttl,
+    );
+    (Some(pending(job.map(Box::new))), None)
+}
+
+#[cfg(test)]
+mod tests {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
+    use super::*;
+    use crate::testing::fixtures::{self, CJ, cronjob, job};
+
+    fn t(s: &str) -> Timestamp {
+        fixtures::t(s)
+    }
+
+    #[test]
+    fn names_fit_every_valid_cronjob_name_and_differ_from_scheduled_ones() {
+        let longest = "a".repeat(52);
+        let name = manual_job_name(&longest, t("2026-11-25T09:40:12Z"));
+        assert_eq!(name, format!("{longest}-mtp1xj0"));
+        assert!(name.len() <= 63, "{}", name.len());
+        // Base 36 keeps to 7 digits for thousands of years.
+        let far = manual_job_name(&longest, t("4000-01-01T00:00:00Z"));
+        assert!(far.len() <= 63, "{far}");
+        assert_eq!(manual_job_name("cj", t("1970-01-01T00:00:35Z")), "cj-mz");
+        assert_eq!(manual_job_name("cj", t("1970-01-01T00:00:36Z")), "cj-m10");
+        assert_eq!(manual_job_name("cj", t("1970-01-01T00:00:00Z")), "cj-m0");
+    }
+
+    struct Case {
+        what: &'static str,
+        annotation: Option<&'static str>,
+        deleting: bool,
+        exists: bool,
+        creates: Option<bool>,
+        warns: bool,
+    }
+
+    #[test]
+    fn table() {
+        let cfg = PlanConfig {
+            default_job_ttl: Some(600),
+        };
+        let at = "2026-11-25T09:40:12Z";
+        let name = manual_job_name(CJ, t(at));
+        let existing = job(&name);
+        #[rustfmt::skip]
+        let cases = [
+            Case { what: "no annotation", annotation: None, deleting: false, exists: false, creates: None, warns: false },
+            Case { what: "a request", annotation: Some(at), deleting: false, exists: false, creates: Some(true), warns: false },
+            Case { what: "already created", annotation: Some(at), deleting: false, exists: true, creates: Some(false), warns: false },
+            Case { what: "not a time", annotation: Some("now"), deleting: false, exists: false, creates: Some(false), warns: true },
+            Case { what: "being deleted", annotation: Some(at), deleting: true, exists: false, creates: None, warns: false },
+        ];
+        for case in cases {
+            let mut cj = cronjob("*/5 * * * *");
+            if let Some(value) = case.annotation {
+                cj.metadata
+                    .annotations
+                    .get_or_insert_default()
+                    .insert(ANNOTATION_TRIGGER.to_string(), value.to_string());
+            }
+            if case.deleting {
+                cj.metadata.deletion_timestamp = Some(Time(t(at)));
+            }
+            let owned: Vec<&Job> = if case.exists { vec![&existing] } else { vec![] };
+            let (manual, warning) = requested(&cj, &owned, &cfg);
+            let what = case.what;
+            assert_eq!(
+                manual.as_ref().map(|m| m.job.is_some()),
+                case.creates,
+                "{what}"
+            );
+            assert_eq!(warning.is_some(), case.warns, "{what}");
+            if let Some(m) = &manual {
+                assert_eq!(Some(m.request.as_str()), case.annotation, "{what}");
+            }
+            if let Some(job) = manual.and_then(|m| m.job) {
+                assert_eq!(job.metadata.name.as_deref(), Some(name.as_str()));
+                let annotations = job.metadata.annotations.unwrap_or_default();
+                let instantiate = annotations.get(ANNOTATION_INSTANTIATE).map(String::as_str);
+                assert_eq!(instantiate, Some("manual"));
+                let ttl = job.spec.and_then(|s| s.ttl_seconds_after_finished);
+                assert_eq!(ttl, Some(600), "the manager's default TTL");
+            }
+        }
+    }
+}
