@@ -60,16 +60,10 @@ impl std::fmt::Debug for Outbox {
     }
 }
 
-/// What the workers need.
+/// The workers: the queue and what sending its work needs.
 pub struct Workers {
     rx: Receiver<Work>,
-    client: Client,
-    recorder: Recorder,
-    index: OwnerIndex,
-    gate: Gate,
-    reconcile: UnboundedSender<ObjectRef<CronJob>>,
-    deleting: Arc<Mutex<HashSet<String>>>,
-    log: Arc<Throttle>,
+    shared: Shared,
 }
 
 impl std::fmt::Debug for Workers {
@@ -98,13 +92,15 @@ pub fn outbox(
         },
         Workers {
             rx,
-            client,
-            recorder,
-            index,
-            gate,
-            reconcile,
-            deleting,
-            log: Arc::new(Throttle::default()),
+            shared: Shared {
+                client,
+                recorder,
+                index,
+                gate,
+                reconcile,
+                deleting,
+                log: Arc::new(Throttle::default()),
+            },
         },
     )
 }
@@ -162,15 +158,7 @@ impl Outbox {
 impl Workers {
     /// Run `concurrency` workers until `stop`; then send what is queued for at most `flush`.
     pub async fn run(self, concurrency: usize, stop: CancellationToken, flush: Duration) {
-        let this = Arc::new(Shared {
-            client: self.client,
-            recorder: self.recorder,
-            index: self.index,
-            gate: self.gate,
-            reconcile: self.reconcile,
-            deleting: self.deleting,
-            log: self.log,
-        });
+        let this = Arc::new(self.shared);
         let mut rx = self.rx;
         let work = {
             let this = Arc::clone(&this);
@@ -196,6 +184,7 @@ impl Workers {
     }
 }
 
+/// What sending the outbox's work needs, shared by the workers.
 struct Shared {
     client: Client,
     recorder: Recorder,
