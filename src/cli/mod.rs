@@ -31,15 +31,15 @@ pub struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Command {
-    /// Print the CustomResourceDefinition YAML (what `crd/` holds).
-    Crd,
-    /// Print the next run times of a CronJob (`next NAME`) or of a schedule (`next --schedule EXPR`).
-    Next(next::NextArgs),
     /// List CronJobs with their last and next runs.
     #[command(visible_alias = "get")]
     List(list::ListArgs),
     /// Show the runs (Jobs) of a CronJob, newest first.
     History(history::HistoryArgs),
+    /// Print the next run times of a CronJob (`next NAME`) or of a schedule (`next --schedule EXPR`).
+    Next(next::NextArgs),
+    /// Run a CronJob now: the manager creates the Job, with the TTL policy of scheduled runs.
+    Trigger(trigger::TriggerArgs),
     /// Suspend a CronJob: no new runs until it is resumed.
     Suspend(suspend::SuspendArgs),
     /// Resume a suspended CronJob.
@@ -48,8 +48,8 @@ enum Command {
     Migrate(migrate::MigrateArgs),
     /// Run the manager: controllers (on the leader), webhook, metrics and probes.
     Run(Box<crate::manager::RunArgs>),
-    /// Run a CronJob now: the manager creates the Job, with the TTL policy of scheduled runs.
-    Trigger(trigger::TriggerArgs),
+    /// Print the CustomResourceDefinition YAML (what `crd/` holds).
+    Crd,
 }
 
 /// Exit code for a bad argument or value (as clap uses for usage errors).
