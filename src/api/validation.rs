@@ -153,17 +153,32 @@ fn is_zone_rule(rule: &Rule) -> bool {
 
 /// Validate a `CronJob` given as raw JSON; `old` is the stored object on update. Returns every
 /// failing field (empty when the object is valid), in a stable order: rule table first, then
-/// required fields, the concurrency policy, the schedule and the time zone.
+/// required fields, the concurrency policy, the schedule and the time zone, each a step below.
 ///
 /// Like CEL, a rule runs only when the value at its location exists. Rules with
 /// [`Scope::Create`] are skipped on update. On update, the time-zone checks are skipped when
 /// `spec.timeZone` is unchanged, as upstream does.
 pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<FieldError> {
-    let mut errors = Vec::new();
     let zone_unchanged = op == Operation::Update
         && old.is_some_and(|old| lookup(old, TIME_ZONE) == lookup(object, TIME_ZONE));
+    let mut errors = Vec::new();
+    let zone_rule_failed = table_errors(object, op, zone_unchanged, &mut errors);
+    required_errors(object, &mut errors);
+    policy_errors(object, &mut errors);
+    schedule_errors(object, &mut errors);
+    if !zone_unchanged && !zone_rule_failed {
+        zone_errors(object, &mut errors);
+    }
+    errors
+}
 
-    // (a) The shared rule table.
+/// (a) The shared rule table; whether a time-zone rule failed.
+fn table_errors(
+    object: &Value,
+    op: Operation,
+    zone_unchanged: bool,
+    errors: &mut Vec<FieldError>,
+) -> bool {
     let mut zone_rule_failed = false;
     for rule in rules() {
         if rule.scope == Scope::Create && op == Operation::Update {
@@ -191,9 +206,12 @@ pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<Field
             detail: rule.message.to_string(),
         });
     }
+    zone_rule_failed
+}
 
-    // (b) Required fields (the CRD schema says so too; the webhook must not rely on it, since
-    // mutating webhooks run before schema validation).
+/// (b) Required fields (the CRD schema says so too; the webhook must not rely on it, since
+/// mutating webhooks run before schema validation).
+fn required_errors(object: &Value, errors: &mut Vec<FieldError>) {
     match lookup(object, SPEC) {
         None => errors.push(FieldError::required("spec", "")),
         Some(spec) if !spec.is_object() => {
@@ -212,64 +230,71 @@ pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<Field
             }
         }
     }
+}
 
-    // (c) The concurrency policy (absent means the default, `Allow`).
-    if let Some(policy) = lookup(object, CONCURRENCY_POLICY) {
-        let supported = ConcurrencyPolicy::ALL.map(ConcurrencyPolicy::as_str);
-        if policy.as_str() == Some("") {
-            errors.push(FieldError::required(CONCURRENCY_POLICY.join("."), ""));
-        } else if !policy.as_str().is_some_and(|p| supported.contains(&p)) {
-            errors.push(FieldError::not_supported(
-                CONCURRENCY_POLICY.join("."),
-                policy.clone(),
-                &supported,
-            ));
-        }
+/// (c) The concurrency policy (absent means the default, `Allow`).
+fn policy_errors(object: &Value, errors: &mut Vec<FieldError>) {
+    let Some(policy) = lookup(object, CONCURRENCY_POLICY) else {
+        return;
+    };
+    let supported = ConcurrencyPolicy::ALL.map(ConcurrencyPolicy::as_str);
+    if policy.as_str() == Some("") {
+        errors.push(FieldError::required(CONCURRENCY_POLICY.join("."), ""));
+    } else if !policy.as_str().is_some_and(|p| supported.contains(&p)) {
+        errors.push(FieldError::not_supported(
+            CONCURRENCY_POLICY.join("."),
+            policy.clone(),
+            &supported,
+        ));
     }
+}
 
-    // (d) What CEL cannot do: parse the schedule and load the time zone.
-    if let Some(schedule) = lookup(object, SCHEDULE) {
-        match schedule.as_str() {
-            None => errors.push(FieldError::invalid(
-                "spec.schedule",
-                schedule.clone(),
-                "must be a string",
-            )),
-            // Empty, over-long and `TZ=` schedules are already reported by the rule table.
-            Some(expr) if rule_table_rejects(SCHEDULE, schedule) || expr.is_empty() => {}
-            Some(expr) => {
-                if let Err(e) = Schedule::parse(expr, &hash_key(object)) {
-                    errors.push(FieldError::invalid(
-                        "spec.schedule",
-                        schedule.clone(),
-                        e.to_string(),
-                    ));
-                }
+/// (d) What CEL cannot do: parse the schedule.
+fn schedule_errors(object: &Value, errors: &mut Vec<FieldError>) {
+    let Some(schedule) = lookup(object, SCHEDULE) else {
+        return;
+    };
+    match schedule.as_str() {
+        None => errors.push(FieldError::invalid(
+            "spec.schedule",
+            schedule.clone(),
+            "must be a string",
+        )),
+        // Empty, over-long and `TZ=` schedules are already reported by the rule table.
+        Some(expr) if rule_table_rejects(SCHEDULE, schedule) || expr.is_empty() => {}
+        Some(expr) => {
+            if let Err(e) = Schedule::parse(expr, &hash_key(object)) {
+                errors.push(FieldError::invalid(
+                    "spec.schedule",
+                    schedule.clone(),
+                    e.to_string(),
+                ));
             }
         }
     }
-    if !zone_unchanged
-        && !zone_rule_failed
-        && let Some(tz) = lookup(object, TIME_ZONE)
-    {
-        match tz.as_str() {
-            None => errors.push(FieldError::invalid(
-                "spec.timeZone",
-                tz.clone(),
-                "must be a string",
-            )),
-            Some(name) => {
-                if let Err(e) = time_zone(Some(name)) {
-                    errors.push(FieldError::invalid(
-                        "spec.timeZone",
-                        tz.clone(),
-                        e.to_string(),
-                    ));
-                }
+}
+
+/// (e) What CEL cannot do either: load the time zone.
+fn zone_errors(object: &Value, errors: &mut Vec<FieldError>) {
+    let Some(tz) = lookup(object, TIME_ZONE) else {
+        return;
+    };
+    match tz.as_str() {
+        None => errors.push(FieldError::invalid(
+            "spec.timeZone",
+            tz.clone(),
+            "must be a string",
+        )),
+        Some(name) => {
+            if let Err(e) = time_zone(Some(name)) {
+                errors.push(FieldError::invalid(
+                    "spec.timeZone",
+                    tz.clone(),
+                    e.to_string(),
+                ));
             }
         }
     }
-    errors
 }
 
 /// Whether some rule at `at` rejects `value` (so a second message would only repeat it).
