@@ -12,7 +12,8 @@ use kube::api::{DeleteParams, PostParams, Preconditions, PropagationPolicy};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 
-use super::plan::{Action, Plan, Run, events};
+use super::plan::{Action, Plan, Run, events, refuse_template};
+use super::template::refusal_message;
 use super::{Context, Error};
 use crate::api::{CronJob, CronJobStatus};
 use crate::controller::jobs::{controller_uid, job_ref};
@@ -24,6 +25,9 @@ pub struct Applied {
     pub status: CronJobStatus,
     /// What stopped the slot's run, if anything (the status is still written).
     pub error: Option<Error>,
+    /// The create was refused as invalid (422): the status says so, and nothing is retried
+    /// until the spec changes.
+    pub invalid_template: bool,
 }
 
 /// Apply `plan` to `cj`: queue what can wait, then run the slot.
@@ -31,7 +35,7 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
     let Plan {
         run,
         actions,
-        mut status,
+        status,
         ..
     } = plan;
     let on = cj.object_ref(&());
@@ -45,11 +49,32 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
             Action::DeleteJob { name, uid, .. } => ctx.outbox.delete_history(&on, name, uid),
         }
     }
-    let error = match run {
-        Some(run) => run_slot(ctx, cj, &on, run, &mut status).await.err(),
-        None => None,
+    let mut applied = Applied {
+        status,
+        error: None,
+        invalid_template: false,
     };
-    Applied { status, error }
+    let Some(run) = run else {
+        return applied;
+    };
+    match run_slot(ctx, cj, &on, run, &mut applied.status).await {
+        Ok(()) => {}
+        Err(Error::Kube(kube::Error::Api(refused))) if refused.code == 422 => {
+            let message = refusal_message(&refused);
+            let now = ctx.clock.now();
+            if let Some(Action::Event {
+                type_,
+                reason,
+                note,
+            }) = refuse_template(&mut applied.status, cj, &message, now)
+            {
+                ctx.outbox.event(&on, type_, reason, note);
+            }
+            applied.invalid_template = true;
+        }
+        Err(e) => applied.error = Some(e),
+    }
+    applied
 }
 
 /// The slot's run, as urgent requests.
@@ -178,7 +203,9 @@ async fn create(
             Ok(())
         }
         Err(e) => {
-            if !is_namespace_terminating(&e) {
+            // A refusal as invalid is reported once, as InvalidJobTemplate, by the caller.
+            let invalid = matches!(&e, kube::Error::Api(s) if s.code == 422);
+            if !is_namespace_terminating(&e) && !invalid {
                 ctx.outbox.event(
                     on,
                     EventType::Warning,
