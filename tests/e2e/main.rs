@@ -6,6 +6,7 @@
 mod cronjob;
 mod harness;
 mod leader;
+mod template;
 #[path = "../support/tools.rs"]
 mod tools;
 mod ttl;
@@ -132,6 +133,16 @@ async fn completed_job_sets_last_success_and_history_is_trimmed() {
 async fn ttl_deletes_a_finished_owned_job_within_7s() {
     with_manager(&["--ttl-jobs", "owned"], |client, ns| async move {
         ttl::finished_owned_job_disappears(client, &ns).await
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
+async fn an_invalid_job_template_is_denied_by_the_webhook_and_reported_by_the_reconciler() {
+    with_manager(&[], |client, ns| async move {
+        template::webhook_denies_with_the_field_path(client.clone(), &ns).await;
+        template::reconciler_reports_the_refusal_and_creates_no_job(client, &ns).await;
     })
     .await;
 }
