@@ -403,3 +403,51 @@ pub fn invalid_status(name: &str, errors: &[FieldError]) -> Status {
         .with_code(400)
         .with_details(details)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_fields_map_to_the_cronjob_fields_they_come_from() {
+        for (job, cronjob) in [
+            (
+                "spec.template.spec.containers[0].image",
+                "spec.jobTemplate.spec.template.spec.containers[0].image",
+            ),
+            (
+                "spec.podFailurePolicy",
+                "spec.jobTemplate.spec.podFailurePolicy",
+            ),
+            ("metadata.labels", "spec.jobTemplate.metadata.labels"),
+            (
+                "metadata.annotations[a b]",
+                "spec.jobTemplate.metadata.annotations[a b]",
+            ),
+            ("metadata.name", "metadata.name"),
+            (
+                "metadata.ownerReferences[0].uid",
+                "metadata.ownerReferences[0].uid",
+            ),
+            ("", "spec.jobTemplate"),
+        ] {
+            assert_eq!(template_field(job), cronjob, "{job}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_without_causes_is_reported_on_the_template() {
+        let refused =
+            Status::failure("Job.batch \"x-1\" is invalid: something", "Invalid").with_code(422);
+        let status = template_status("x", &refused);
+        assert_eq!(status.code, 400);
+        assert_eq!(status.reason, "Invalid");
+        let causes = status.details.expect("details").causes;
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.jobTemplate");
+        assert_eq!(
+            status.message,
+            "CronJob.batch.kronjob.dev \"x\" is invalid: spec.jobTemplate: Job.batch \"x-1\" is invalid: something"
+        );
+    }
+}
