@@ -4,7 +4,9 @@
 //! - per CronJob per slot: 1 Job POST, at most 1 status write, 1 Event; the reconciles our own
 //!   writes cause are no-ops;
 //! - nothing at all in a minute where nothing is due;
-//! - a finishing Job costs one status write and one Event more.
+//! - a finishing Job costs one status write and one Event more;
+//! - the Job template check costs one dry-run create per CronJob generation, when it is first
+//!   seen: none per slot, none after a restart (the status records the check).
 
 #[path = "support/mod.rs"]
 mod support;
@@ -83,6 +85,40 @@ async fn one_slot_costs_one_post_one_status_write_and_one_event_per_cronjob() {
     // Every Job is there, once.
     let jobs = sim.list(&kronjob_apisim::Resource::jobs(), Some("load"));
     assert_eq!(jobs.len(), CRONJOBS);
+    running.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_template_is_dry_run_once_per_generation_not_per_slot_nor_per_restart() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    seed(&sim, "* * * * *");
+    let dry_runs = |sim: &ApiSim| sim.requests().iter().filter(|r| r.dry_run).count();
+    let mut running = run_cronjob_controller(&sim, clock.clone(), 16);
+    (&mut running.synced).await.expect("caches synced");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    record_calls(&sim);
+    assert_eq!(dry_runs(&sim), CRONJOBS, "one per CronJob at first sight");
+    running.shut_down().await;
+    sim.clear_requests();
+
+    // A restart (10:00:35), then the 10:01 slot.
+    let mut running = run_cronjob_controller(&sim, clock, 16);
+    (&mut running.synced).await.expect("caches synced");
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    record_calls(&sim);
+    assert_eq!(
+        dry_runs(&sim),
+        0,
+        "the status says the template was checked"
+    );
+    let counts = writes(&sim);
+    assert_eq!(count(&counts, "create jobs"), CRONJOBS, "{counts:?}");
+    assert_eq!(
+        sim.list(&kronjob_apisim::Resource::jobs(), Some("load"))
+            .len(),
+        CRONJOBS
+    );
     running.shut_down().await;
 }
 

@@ -721,3 +721,211 @@ async fn a_new_certificate_in_the_directory_is_served_without_restart() {
     server.await.expect("task").expect("clean shutdown");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+// The Job template, judged by the API server: a dry-run create of the Job the CronJob makes.
+
+use std::sync::{Arc, Mutex};
+
+use kronjob::webhook::router_with_dry_run;
+use kronjob_apisim::{ApiSim, CostModel, Fault, Invalid, Resource};
+
+/// The API server's Job validation, for one rule the CRD schema and the local rules do not
+/// have: an environment variable name may not contain a space. Records the Jobs it sees.
+fn env_name_validator(sim: &ApiSim) -> Arc<Mutex<Vec<Value>>> {
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let keep = seen.clone();
+    sim.set_validator(
+        &Resource::jobs(),
+        Arc::new(move |job: &Value| {
+            keep.lock().expect("lock").push(job.clone());
+            let env = job
+                .pointer("/spec/template/spec/containers/0/env/0/name")
+                .and_then(Value::as_str);
+            match env {
+                Some(name) if name.contains(' ') => Err(Invalid::field(
+                    "spec.template.spec.containers[0].env[0].name",
+                    "FieldValueInvalid",
+                    format!("Invalid value: {name:?}: a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.'"),
+                )),
+                _ => Ok(()),
+            }
+        }),
+    );
+    seen
+}
+
+fn with_env_name(mut object: Value, name: &str) -> Value {
+    object["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"] =
+        json!([{"name": name, "value": "1"}]);
+    object
+}
+
+/// A CronJob as a CREATE review carries it: no UID yet.
+fn new_cronjob(name: &str) -> Value {
+    let mut object = cronjob(name);
+    object["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("uid");
+    object
+}
+
+fn metrics_text(registry: &prometheus_client::registry::Registry) -> String {
+    let mut text = String::new();
+    prometheus_client::encoding::text::encode(&mut text, registry).expect("encode");
+    text
+}
+
+#[tokio::test]
+async fn a_template_the_api_server_refuses_is_denied_with_the_cronjob_field_path() {
+    let sim = ApiSim::new(CostModel::free());
+    let seen = env_name_validator(&sim);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let app = router_with_dry_run(WebhookMetrics::new(&mut registry), Arc::new(sim.client()));
+
+    let bad = with_env_name(new_cronjob("hello"), "MY VAR");
+    let response = admit(&app, VALIDATE_PATH, &create(bad)).await;
+    assert_eq!(response["uid"], UID);
+    assert_eq!(response["allowed"], false, "{response}");
+    let status = &response["status"];
+    assert_eq!(status["reason"], "Invalid");
+    assert_eq!(status["code"], 400);
+    let path = "spec.jobTemplate.spec.template.spec.containers[0].env[0].name";
+    assert_eq!(
+        status["message"],
+        format!(
+            "CronJob.batch.kronjob.dev \"hello\" is invalid: {path}: Invalid value: \"MY VAR\": \
+             a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.'"
+        )
+    );
+    let causes = status["details"]["causes"].as_array().expect("causes");
+    assert_eq!(causes.len(), 1);
+    assert_eq!(causes[0]["field"], path);
+    assert_eq!(causes[0]["reason"], "FieldValueInvalid");
+    assert_eq!(status["details"]["kind"], "CronJob");
+
+    // Exactly one request: a dry-run create of the Job the reconciler would make, in the
+    // CronJob's namespace; nothing stored.
+    let requests = sim.requests();
+    assert_eq!(requests.len(), 1, "{requests:?}");
+    assert_eq!(requests[0].key(), "create jobs");
+    assert!(requests[0].dry_run);
+    assert_eq!(requests[0].namespace.as_deref(), Some("default"));
+    assert!(sim.list(&Resource::jobs(), None).is_empty());
+    let job = seen.lock().expect("lock")[0].clone();
+    let name = job["metadata"]["name"].as_str().expect("name");
+    let digits = name.strip_prefix("hello-").expect("<cronjob>-<minutes>");
+    assert!(digits.chars().all(|c| c.is_ascii_digit()), "{name}");
+    assert_eq!(
+        job["metadata"]["labels"]["batch.kronjob.dev/cronjob"],
+        "hello"
+    );
+    assert!(
+        job["metadata"]["ownerReferences"].is_null(),
+        "no UID on create: no owner"
+    );
+
+    // A valid template is allowed after its dry run.
+    let response = admit(&app, VALIDATE_PATH, &create(new_cronjob("fine"))).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let text = metrics_text(&registry);
+    for result in ["invalid", "valid"] {
+        let line = format!("kronjob_webhook_dry_run_total{{result=\"{result}\"}} 1");
+        assert!(text.contains(&line), "missing {line} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn the_local_rules_answer_first_and_only_a_new_template_is_dry_run() {
+    let sim = ApiSim::new(CostModel::free());
+    let seen = env_name_validator(&sim);
+    let app = router_with_dry_run(
+        WebhookMetrics::new(&mut Default::default()),
+        Arc::new(sim.client()),
+    );
+    // Refused by the local rules: no request.
+    let mut bad = with_env_name(new_cronjob("hello"), "MY VAR");
+    bad["spec"]["schedule"] = json!("61 * * * *");
+    let response = admit(&app, VALIDATE_PATH, &create(bad.clone())).await;
+    assert_eq!(response["allowed"], false);
+    let causes = response["status"]["details"]["causes"]
+        .as_array()
+        .expect("causes");
+    assert_eq!(causes.len(), 1, "the local rules' answer only");
+    assert_eq!(causes[0]["field"], "spec.schedule");
+    // Defaulting never asks.
+    admit(&app, MUTATE_PATH, &create(new_cronjob("hello"))).await;
+    // An update that leaves the template alone is not judged again (an invalid template
+    // stored earlier can still be suspended).
+    let stored = with_env_name(cronjob("hello"), "MY VAR");
+    let mut suspended = stored.clone();
+    suspended["spec"]["suspend"] = json!(true);
+    let response = admit(
+        &app,
+        VALIDATE_PATH,
+        &review("UPDATE", suspended, stored.clone()),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(sim.requests().is_empty(), "{:?}", sim.requests());
+
+    // An update that changes it is, with the CronJob as the Job's owner.
+    let fixed = with_env_name(cronjob("hello"), "MY_VAR");
+    let response = admit(&app, VALIDATE_PATH, &review("UPDATE", fixed, stored)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(sim.requests().len(), 1);
+    let job = seen.lock().expect("lock")[0].clone();
+    let owner = &job["metadata"]["ownerReferences"][0];
+    assert_eq!(owner["uid"], "5f6c3e4a-0000-4000-8000-000000000001");
+    assert_eq!(owner["kind"], "CronJob");
+    assert_eq!(owner["controller"], true);
+}
+
+#[tokio::test]
+async fn a_dry_run_without_verdict_allows() {
+    let sim = ApiSim::new(CostModel::free());
+    env_name_validator(&sim);
+    let mut registry = prometheus_client::registry::Registry::default();
+    let app = router_with_dry_run(WebhookMetrics::new(&mut registry), Arc::new(sim.client()));
+    let bad = with_env_name(new_cronjob("hello"), "MY VAR");
+    for fault in [
+        Fault::internal_error(),
+        Fault::new(403, "Forbidden").message("exceeded quota: compute-resources"),
+        Fault::new(429, "TooManyRequests"),
+        Fault::new(400, "BadRequest")
+            .message("admission webhook \"other.example.com\" denied the request"),
+    ] {
+        sim.fail_next(fault.clone().method("POST").path("/jobs"));
+        let response = admit(&app, VALIDATE_PATH, &create(bad.clone())).await;
+        assert_eq!(response["allowed"], true, "{fault:?}: {response}");
+    }
+    let text = metrics_text(&registry);
+    assert!(
+        text.contains("kronjob_webhook_dry_run_total{result=\"error\"} 4"),
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn a_dry_run_that_does_not_answer_allows_within_the_webhook_timeout() {
+    // An API server that accepts the request and never answers.
+    let (service, _handle) = tower_test::mock::pair::<
+        http::Request<kube::client::Body>,
+        http::Response<kube::client::Body>,
+    >();
+    let client = kube::Client::new(service, "default");
+    let mut registry = prometheus_client::registry::Registry::default();
+    let app = router_with_dry_run(WebhookMetrics::new(&mut registry), Arc::new(client));
+    let started = std::time::Instant::now();
+    let response = admit(&app, VALIDATE_PATH, &create(new_cronjob("hello"))).await;
+    let waited = started.elapsed();
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(waited >= Duration::from_secs(2), "{waited:?}");
+    assert!(
+        waited < kronjob::webhook::server::REQUEST_TIMEOUT,
+        "answered before the webhook's own timeout: {waited:?}"
+    );
+    assert!(
+        metrics_text(&registry).contains("kronjob_webhook_dry_run_total{result=\"timeout\"} 1")
+    );
+}

@@ -211,7 +211,7 @@ pub struct CronJobStatus {
     pub observed_generation: Option<i64>,
 
     /// Standard conditions. `Ready` tells whether the CronJob schedules Jobs, with reasons such
-    /// as `Scheduled`, `Suspended`, `InvalidSchedule` and `UnknownTimeZone`.
+    /// as `Scheduled`, `Suspended`, `InvalidSchedule`, `UnknownTimeZone` and `InvalidJobTemplate`.
     #[serde(default)]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

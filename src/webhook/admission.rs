@@ -1,6 +1,9 @@
 //! From request bytes to an `AdmissionReview` answer: decoding, dispatch to the pure defaulting
-//! and validation functions of [`crate::api`], and the shape of the answers. No I/O.
+//! and validation functions of [`crate::api`], and the shape of the answers. No I/O: [`admit`]
+//! decides with the local rules; a CronJob they allow whose Job template is new then gets the
+//! API server's own verdict through [`check_template`], whose dry run is injected.
 
+use jiff::Timestamp;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
 use kube::core::{DynamicObject, Status};
@@ -10,7 +13,9 @@ use serde_json::Value;
 use super::metrics::Outcome;
 use crate::api::defaults::default_patch;
 use crate::api::validation::{self, FieldError, invalid_message};
-use crate::api::{GROUP, VERSION};
+use crate::api::{CronJob, GROUP, VERSION};
+use crate::controller::cronjob::plan::{PlanConfig, job_for_check};
+use crate::controller::cronjob::template::{JobDryRun, Verdict};
 
 /// Largest accepted request body: 3 MiB (the API server's own request limit is 3 MiB; a
 /// CronJob is limited to about 1.5 MiB by etcd).
@@ -77,6 +82,112 @@ pub struct Answer {
     pub review: AdmissionReview<DynamicObject>,
     /// Allowed, patched or denied (or error when the webhook failed).
     pub outcome: Outcome,
+    /// Allowed by the local rules, with a Job template the API server has not judged yet.
+    pub template: Option<TemplateCheck>,
+}
+
+/// A CronJob whose Job template is to be dry-run before it is allowed.
+#[derive(Debug)]
+pub struct TemplateCheck {
+    response: AdmissionResponse,
+    name: String,
+    namespace: String,
+    cronjob: Box<CronJob>,
+}
+
+impl TemplateCheck {
+    /// The Job the reconciler would create for a slot at `now` (owned when the CronJob has a
+    /// UID, i.e. on update), in the CronJob's namespace.
+    pub fn job(&self, now: Timestamp) -> Option<k8s_openapi::api::batch::v1::Job> {
+        let mut cj = (*self.cronjob).clone();
+        cj.metadata.name = Some(self.name.clone());
+        cj.metadata.namespace = Some(self.namespace.clone());
+        let tz = crate::schedule::time_zone(cj.spec.time_zone.as_deref()).ok()?;
+        job_for_check(&cj, now, &tz, &PlanConfig::default())
+    }
+}
+
+/// Dry-run the Job template of a CronJob [`admit`] allowed, when it has one to check: a 422
+/// denies it with the API server's field errors under `spec.jobTemplate`; any other answer
+/// (timeout, quota, other webhooks, an unavailable API server) allows it. The verdict, when a
+/// dry run was made.
+pub async fn check_template(
+    mut answer: Answer,
+    dry_run: &dyn JobDryRun,
+    now: Timestamp,
+) -> (Answer, Option<Verdict>) {
+    let Some(check) = answer.template.take() else {
+        return (answer, None);
+    };
+    let Some(job) = check.job(now) else {
+        return (answer, None);
+    };
+    let verdict = dry_run.dry_run(&check.namespace, &job).await;
+    if let Verdict::Invalid(refused) = &verdict {
+        answer = denied(check.response, template_status(&check.name, refused));
+    }
+    (answer, Some(verdict))
+}
+
+/// Where a field of the dry-run Job comes from in the CronJob: the Job's name, namespace and
+/// owner are the CronJob's; everything else is `spec.jobTemplate`'s.
+pub fn template_field(job_field: &str) -> String {
+    let from_cronjob = [
+        "metadata.name",
+        "metadata.namespace",
+        "metadata.ownerReferences",
+    ];
+    if from_cronjob.iter().any(|f| job_field.starts_with(f)) {
+        return job_field.to_string();
+    }
+    if job_field.is_empty() {
+        return "spec.jobTemplate".to_string();
+    }
+    format!("spec.jobTemplate.{job_field}")
+}
+
+/// The denial for a Job template the API server refused with `refused` (422): its causes, on
+/// the CronJob's fields, in the shape of [`invalid_status`].
+pub fn template_status(name: &str, refused: &Status) -> Status {
+    let mut causes: Vec<StatusCause> = refused
+        .details
+        .as_ref()
+        .map(|d| d.causes.clone())
+        .unwrap_or_default();
+    if causes.is_empty() {
+        causes.push(StatusCause {
+            reason: "FieldValueInvalid".to_string(),
+            message: refused.message.clone(),
+            field: String::new(),
+        });
+    }
+    let mut rendered: Vec<String> = Vec::with_capacity(causes.len());
+    for cause in &mut causes {
+        cause.field = template_field(&cause.field);
+        let line = format!("{}: {}", cause.field, cause.message);
+        if !rendered.contains(&line) {
+            rendered.push(line);
+        }
+    }
+    let list = match rendered.as_slice() {
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let message = format!(
+        "{} {name:?} is invalid: {list}",
+        validation::qualified_kind()
+    );
+    let details = StatusDetails {
+        name: name.to_string(),
+        group: GROUP.to_string(),
+        kind: "CronJob".to_string(),
+        causes,
+        uid: String::new(),
+        retry_after_seconds: 0,
+    };
+    Status::failure(&message, "Invalid")
+        .with_code(400)
+        .with_details(details)
 }
 
 /// Answer one admission review given as bytes.
@@ -119,6 +230,7 @@ fn allowed(request: &AdmissionRequest<DynamicObject>) -> Answer {
     Answer {
         review: AdmissionResponse::from(request).into_review(),
         outcome: Outcome::allowed,
+        template: None,
     }
 }
 
@@ -128,6 +240,7 @@ fn denied(response: AdmissionResponse, status: Status) -> Answer {
     Answer {
         review: response.into_review(),
         outcome: Outcome::denied,
+        template: None,
     }
 }
 
@@ -182,12 +295,14 @@ fn answer(
                 return Answer {
                     review: response.into_review(),
                     outcome: Outcome::allowed,
+                    template: None,
                 };
             }
             match response.clone().with_patch(patch) {
                 Ok(patched) => Answer {
                     review: patched.into_review(),
                     outcome: Outcome::patched,
+                    template: None,
                 },
                 Err(e) => {
                     let mut status = Status::failure(
@@ -204,16 +319,48 @@ fn answer(
         }
         Endpoint::Validate => {
             let errors = validation::validate(object, old_object, op);
+            let name = object_name(object, request);
             if errors.is_empty() {
+                let template = template_check(request, object, old_object, &name, &response);
                 return Answer {
                     review: response.into_review(),
                     outcome: Outcome::allowed,
+                    template,
                 };
             }
-            let name = object_name(object, request);
             denied(response, invalid_status(&name, &errors))
         }
     }
+}
+
+/// What [`check_template`] needs, when the Job template is new: on create, or on an update that
+/// changes `spec.jobTemplate` (an unchanged template is not judged again, so an object stored
+/// before can still be suspended or have its finalizers removed).
+fn template_check(
+    request: &AdmissionRequest<DynamicObject>,
+    object: &Value,
+    old_object: Option<&Value>,
+    name: &str,
+    response: &AdmissionResponse,
+) -> Option<TemplateCheck> {
+    let template = |o: &Value| o.pointer("/spec/jobTemplate").cloned();
+    if old_object.is_some_and(|old| template(old) == template(object)) {
+        return None;
+    }
+    let cronjob: CronJob = serde_json::from_value(object.clone()).ok()?;
+    let namespace = request
+        .namespace
+        .clone()
+        .or_else(|| cronjob.metadata.namespace.clone())
+        .filter(|ns| !ns.is_empty())?;
+    // A generated name is not known yet: the Job is checked with the prefix's.
+    let name = name.trim_end_matches('-').to_string();
+    (!name.is_empty()).then(|| TemplateCheck {
+        response: response.clone(),
+        name,
+        namespace,
+        cronjob: Box::new(cronjob),
+    })
 }
 
 fn bad_request(reason: &str) -> Status {
@@ -255,4 +402,52 @@ pub fn invalid_status(name: &str, errors: &[FieldError]) -> Status {
     Status::failure(&invalid_message(name, errors), "Invalid")
         .with_code(400)
         .with_details(details)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn job_fields_map_to_the_cronjob_fields_they_come_from() {
+        for (job, cronjob) in [
+            (
+                "spec.template.spec.containers[0].image",
+                "spec.jobTemplate.spec.template.spec.containers[0].image",
+            ),
+            (
+                "spec.podFailurePolicy",
+                "spec.jobTemplate.spec.podFailurePolicy",
+            ),
+            ("metadata.labels", "spec.jobTemplate.metadata.labels"),
+            (
+                "metadata.annotations[a b]",
+                "spec.jobTemplate.metadata.annotations[a b]",
+            ),
+            ("metadata.name", "metadata.name"),
+            (
+                "metadata.ownerReferences[0].uid",
+                "metadata.ownerReferences[0].uid",
+            ),
+            ("", "spec.jobTemplate"),
+        ] {
+            assert_eq!(template_field(job), cronjob, "{job}");
+        }
+    }
+
+    #[test]
+    fn a_refusal_without_causes_is_reported_on_the_template() {
+        let refused =
+            Status::failure("Job.batch \"x-1\" is invalid: something", "Invalid").with_code(422);
+        let status = template_status("x", &refused);
+        assert_eq!(status.code, 400);
+        assert_eq!(status.reason, "Invalid");
+        let causes = status.details.expect("details").causes;
+        assert_eq!(causes.len(), 1);
+        assert_eq!(causes[0].field, "spec.jobTemplate");
+        assert_eq!(
+            status.message,
+            "CronJob.batch.kronjob.dev \"x\" is invalid: spec.jobTemplate: Job.batch \"x-1\" is invalid: something"
+        );
+    }
 }

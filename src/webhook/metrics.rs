@@ -30,6 +30,11 @@ struct RequestLabels {
     result: Outcome,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct DryRunLabels {
+    result: &'static str,
+}
+
 /// Upper bounds of the latency buckets, in seconds: 50 µs to 1 s.
 const BUCKETS: [f64; 14] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -45,12 +50,13 @@ fn latency_histogram() -> Histogram {
 pub struct WebhookMetrics {
     duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
     panics: Counter,
+    dry_runs: Family<DryRunLabels, Counter>,
 }
 
 impl WebhookMetrics {
     /// Create the metrics and register them:
     /// `kronjob_webhook_request_duration_seconds{path,result}` and
-    /// `kronjob_webhook_panics_total`.
+    /// `kronjob_webhook_panics_total` and `kronjob_webhook_dry_run_total{result}`.
     pub fn new(registry: &mut Registry) -> Self {
         let duration = Family::<RequestLabels, Histogram, fn() -> Histogram>::new_with_constructor(
             latency_histogram,
@@ -66,7 +72,17 @@ impl WebhookMetrics {
             "Handler panics caught by the webhook server",
             panics.clone(),
         );
-        WebhookMetrics { duration, panics }
+        let dry_runs = Family::<DryRunLabels, Counter>::default();
+        registry.register(
+            "kronjob_webhook_dry_run",
+            "Dry-run creates of the Job a CronJob's template makes, by result (valid, invalid, timeout, error)",
+            dry_runs.clone(),
+        );
+        WebhookMetrics {
+            duration,
+            panics,
+            dry_runs,
+        }
     }
 
     /// Record one answered request.
@@ -79,6 +95,11 @@ impl WebhookMetrics {
     /// Count a caught panic.
     pub fn panicked(&self) {
         self.panics.inc();
+    }
+
+    /// Count one dry run of a Job template with this result.
+    pub fn dry_run(&self, result: &'static str) {
+        self.dry_runs.get_or_create(&DryRunLabels { result }).inc();
     }
 
     /// Number of panics caught so far.

@@ -23,7 +23,7 @@ use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
 pub use metrics::WebhookMetrics;
-pub use server::router;
+pub use server::{router, router_with_dry_run};
 
 /// Default certificate directory (the kubebuilder convention).
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -96,7 +96,8 @@ pub enum WebhookError {
     Serve(#[source] std::io::Error),
 }
 
-/// Serve the webhook until `shutdown`, then stop accepting connections and let open ones finish
+/// Serve the webhook until `shutdown` (with `client`, Job templates are dry-run, see
+/// [`router_with_dry_run`]), then stop accepting connections and let open ones finish
 /// (at most [`server::DRAIN_TIMEOUT`]). `ready` gets the bound address once the certificate is
 /// loaded and the listener accepts TLS connections.
 pub async fn serve(
@@ -107,6 +108,10 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
     let listener = crate::net::bind(args.webhook_addr)?;
+    let app = match &client {
+        Some(client) => router_with_dry_run(metrics, std::sync::Arc::new(client.clone())),
+        None => router(metrics),
+    };
     let loaded = args.certificates(client)?.load().await?;
-    server::run(listener, loaded, router(metrics), ready, shutdown).await
+    server::run(listener, loaded, app, ready, shutdown).await
 }

@@ -2,6 +2,7 @@
 //! [`super::admission::admit`]) and the TLS server loop.
 
 use std::any::Any;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::Router;
@@ -18,9 +19,13 @@ use tower_http::timeout::TimeoutLayer;
 use tokio_util::sync::CancellationToken;
 
 use super::WebhookError;
-use super::admission::{BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit};
+use super::admission::{
+    Answer, BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit, check_template,
+};
 use super::certs::Loaded;
 use super::metrics::{Outcome, WebhookMetrics};
+use crate::controller::cronjob::template::{JobDryRun, Verdict};
+use crate::telemetry::Throttle;
 
 /// Longest time a request may take before it is answered with 503. The API server's own
 /// timeout for the webhook is 5 s (`timeoutSeconds`).
@@ -32,14 +37,39 @@ pub const HEALTHZ_PATH: &str = "/healthz";
 /// How long open connections may finish their requests after shutdown is asked for.
 pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// What the handlers share.
+#[derive(Clone)]
+struct AppState {
+    metrics: WebhookMetrics,
+    dry_run: Option<Arc<dyn JobDryRun>>,
+    log: Arc<Throttle>,
+}
+
 /// The webhook's routes with the hardening layers: `POST` [`MUTATE_PATH`], `POST`
-/// [`VALIDATE_PATH`] and `GET` [`HEALTHZ_PATH`].
+/// [`VALIDATE_PATH`] and `GET` [`HEALTHZ_PATH`]; the local rules only (no API server to
+/// dry-run Job templates with).
 pub fn router(metrics: WebhookMetrics) -> Router {
+    routes(metrics, None)
+}
+
+/// [`router`], with the Job template of every CronJob the local rules allow (on create, or
+/// when an update changes it) dry-run through `dry_run`: what the API server refuses is
+/// denied.
+pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn JobDryRun>) -> Router {
+    routes(metrics, Some(dry_run))
+}
+
+fn routes(metrics: WebhookMetrics, dry_run: Option<Arc<dyn JobDryRun>>) -> Router {
+    let state = AppState {
+        metrics: metrics.clone(),
+        dry_run,
+        log: Arc::new(Throttle::default()),
+    };
     let routes = Router::new()
         .route(MUTATE_PATH, post(mutate))
         .route(VALIDATE_PATH, post(validate))
         .route(HEALTHZ_PATH, get(|| async { "ok" }))
-        .with_state(metrics.clone());
+        .with_state(state);
     harden(routes, &metrics)
 }
 
@@ -105,46 +135,61 @@ pub async fn run(
     result.map_err(WebhookError::Serve)
 }
 
-async fn mutate(State(metrics): State<WebhookMetrics>, headers: HeaderMap, body: Body) -> Response {
-    handle(Endpoint::Mutate, &metrics, &headers, body).await
+async fn mutate(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    handle(Endpoint::Mutate, &state, &headers, body).await
 }
 
-async fn validate(
-    State(metrics): State<WebhookMetrics>,
-    headers: HeaderMap,
-    body: Body,
-) -> Response {
-    handle(Endpoint::Validate, &metrics, &headers, body).await
+async fn validate(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
+    handle(Endpoint::Validate, &state, &headers, body).await
 }
 
-async fn handle(
-    endpoint: Endpoint,
-    metrics: &WebhookMetrics,
-    headers: &HeaderMap,
-    body: Body,
-) -> Response {
+async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body: Body) -> Response {
     let start = Instant::now();
     let (outcome, response) = match read_body(headers, body).await {
         Err(bad) => bad_request(&bad),
         Ok(bytes) => match admit(endpoint, &bytes) {
             Err(bad) => bad_request(&bad),
-            Ok(answer) => match serde_json::to_vec(&answer.review) {
-                Ok(json) => (
-                    answer.outcome,
-                    ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
-                ),
-                Err(e) => {
-                    tracing::error!(error = %e, "cannot serialise the AdmissionReview answer");
-                    (
-                        Outcome::error,
-                        error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
-                    )
-                }
-            },
+            Ok(answer) => respond(judge_template(state, answer).await),
         },
     };
-    metrics.observe(endpoint.path(), outcome, start.elapsed());
+    state
+        .metrics
+        .observe(endpoint.path(), outcome, start.elapsed());
     response
+}
+
+/// The API server's verdict on the template of an allowed CronJob, when there is one to ask
+/// for: counted, and logged when there is none.
+async fn judge_template(state: &AppState, answer: Answer) -> Answer {
+    let Some(dry_run) = state.dry_run.as_deref() else {
+        return answer;
+    };
+    let (answer, verdict) = check_template(answer, dry_run, jiff::Timestamp::now()).await;
+    if let Some(verdict) = verdict {
+        state.metrics.dry_run(verdict.label());
+        if let Verdict::Unknown(why) = &verdict
+            && let Some(skipped) = state.log.allow("dry_run")
+        {
+            tracing::warn!(reason = ?why, skipped, "could not dry-run the Job template; allowing the CronJob");
+        }
+    }
+    answer
+}
+
+fn respond(answer: Answer) -> (Outcome, Response) {
+    match serde_json::to_vec(&answer.review) {
+        Ok(json) => (
+            answer.outcome,
+            ([(header::CONTENT_TYPE, "application/json")], json).into_response(),
+        ),
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serialise the AdmissionReview answer");
+            (
+                Outcome::error,
+                error_response(StatusCode::INTERNAL_SERVER_ERROR, "internal error"),
+            )
+        }
+    }
 }
 
 async fn read_body(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, BadRequest> {

@@ -6,6 +6,7 @@
 mod cronjob;
 mod harness;
 mod leader;
+mod template;
 #[path = "../support/tools.rs"]
 mod tools;
 mod ttl;
@@ -141,6 +142,16 @@ async fn ttl_deletes_a_finished_owned_job_within_7s() {
 async fn trigger_creates_a_manual_run_with_the_default_ttl() {
     with_manager(&["--default-job-ttl", "1h"], |client, ns| async move {
         cronjob::trigger_runs_now_with_the_default_ttl(client, &ns).await
+    })
+    .await;
+}
+
+#[tokio::test]
+#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
+async fn an_invalid_job_template_is_denied_by_the_webhook_and_reported_by_the_reconciler() {
+    with_manager(&[], |client, ns| async move {
+        template::webhook_denies_with_the_field_path(client.clone(), &ns).await;
+        template::reconciler_reports_the_refusal_and_creates_no_job(client, &ns).await;
     })
     .await;
 }

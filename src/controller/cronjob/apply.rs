@@ -13,7 +13,8 @@ use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 
 use super::plan::manual::Manual;
-use super::plan::{Action, Plan, Run, events};
+use super::plan::{Action, Plan, Run, events, refuse_template};
+use super::template::refusal_message;
 use super::{Context, Error};
 use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
 use crate::controller::jobs::{controller_uid, job_ref};
@@ -25,6 +26,9 @@ pub struct Applied {
     pub status: CronJobStatus,
     /// What stopped the slot's run, if anything (the status is still written).
     pub error: Option<Error>,
+    /// The create was refused as invalid (422): the status says so, and nothing is retried
+    /// until the spec changes.
+    pub invalid_template: bool,
 }
 
 /// Apply `plan` to `cj`: queue what can wait, then run the slot.
@@ -33,7 +37,7 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         run,
         manual,
         actions,
-        mut status,
+        status,
         ..
     } = plan;
     let on = cj.object_ref(&());
@@ -47,18 +51,36 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
             Action::DeleteJob { name, uid, .. } => ctx.outbox.delete_history(&on, name, uid),
         }
     }
-    let error = match run {
-        Some(run) => run_slot(ctx, cj, &on, run, &mut status).await.err(),
-        None => None,
-    };
-    let manual_error = match manual {
-        Some(manual) => run_manual(ctx, cj, &on, manual).await.err(),
-        None => None,
-    };
-    Applied {
+    let mut applied = Applied {
         status,
-        error: error.or(manual_error),
+        error: None,
+        invalid_template: false,
+    };
+    if let Some(run) = run {
+        match run_slot(ctx, cj, &on, run, &mut applied.status).await {
+            Ok(()) => {}
+            Err(Error::Kube(kube::Error::Api(refused))) if refused.code == 422 => {
+                let message = refusal_message(&refused);
+                let now = ctx.clock.now();
+                if let Some(Action::Event {
+                    type_,
+                    reason,
+                    note,
+                }) = refuse_template(&mut applied.status, cj, &message, now)
+                {
+                    ctx.outbox.event(&on, type_, reason, note);
+                }
+                applied.invalid_template = true;
+            }
+            Err(e) => applied.error = Some(e),
+        }
     }
+    if let Some(manual) = manual
+        && let Err(e) = run_manual(ctx, cj, &on, manual).await
+    {
+        applied.error.get_or_insert(e);
+    }
+    applied
 }
 
 /// The slot's run, as urgent requests.
@@ -187,7 +209,9 @@ async fn create(
             Ok(())
         }
         Err(e) => {
-            if !is_namespace_terminating(&e) {
+            // A refusal as invalid is reported once, as InvalidJobTemplate, by the caller.
+            let invalid = matches!(&e, kube::Error::Api(s) if s.code == 422);
+            if !is_namespace_terminating(&e) && !invalid {
                 ctx.outbox.event(
                     on,
                     EventType::Warning,
@@ -221,6 +245,16 @@ async fn run_manual(
             }
             // Created by an earlier reconcile whose removal of the request failed.
             Err(kube::Error::Api(s)) if s.is_already_exists() => {}
+            // The template makes no valid Job: say so and drop the request (retrying cannot
+            // help; a new trigger after fixing the spec can).
+            Err(kube::Error::Api(s)) if s.code == 422 => {
+                let note = format!(
+                    "Error creating job {name} (manual run): {}",
+                    refusal_message(&s)
+                );
+                ctx.outbox
+                    .event(on, EventType::Warning, events::FAILED_CREATE, note);
+            }
             Err(e) => {
                 let note = format!("Error creating job {name} (manual run): {e}");
                 ctx.outbox

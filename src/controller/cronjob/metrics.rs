@@ -22,6 +22,13 @@ pub struct ErrorLabels {
     pub category: &'static str,
 }
 
+/// Label set of the template-check counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ResultLabels {
+    /// `valid`, `invalid`, `timeout` or `error` (see [`super::template::Verdict::label`]).
+    pub result: &'static str,
+}
+
 /// Metrics of the CronJob reconciler. Cheap to clone (shared handles).
 #[derive(Clone, Debug)]
 pub struct ReconcilerMetrics {
@@ -37,6 +44,8 @@ pub struct ReconcilerMetrics {
     pub managed_cronjobs: Gauge,
     /// Events and history deletes dropped because the outbox was full.
     pub outbox_dropped: Counter,
+    /// Dry runs of the Job template (once per generation), by result.
+    pub template_dry_runs: Family<ResultLabels, Counter>,
 }
 
 impl ReconcilerMetrics {
@@ -49,6 +58,7 @@ impl ReconcilerMetrics {
             reconcile_errors: Family::default(),
             managed_cronjobs: Gauge::default(),
             outbox_dropped: Counter::default(),
+            template_dry_runs: Family::default(),
         };
         registry.register(
             "kronjob_job_creation_skew_seconds",
@@ -80,7 +90,19 @@ impl ReconcilerMetrics {
             "CronJobs managed by this controller",
             m.managed_cronjobs.clone(),
         );
+        registry.register(
+            "kronjob_template_dry_runs",
+            "Dry-run creates of the Job a CronJob's template makes, once per generation, by result",
+            m.template_dry_runs.clone(),
+        );
         m
+    }
+
+    /// Count one template dry run with this result.
+    pub fn template_checked(&self, result: &'static str) {
+        self.template_dry_runs
+            .get_or_create(&ResultLabels { result })
+            .inc();
     }
 }
 

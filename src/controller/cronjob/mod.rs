@@ -15,6 +15,7 @@ pub mod outbox;
 pub mod plan;
 pub mod reconcile;
 pub mod status;
+pub mod template;
 pub mod writer;
 
 use std::sync::Arc;

@@ -22,6 +22,9 @@ pub mod reason {
     pub const INVALID_SPEC: &str = "InvalidSpec";
     /// The CronJob is being deleted.
     pub const TERMINATING: &str = "Terminating";
+    /// The API server refuses the Job the template makes (422 Invalid); no Job is created until
+    /// the spec changes.
+    pub const INVALID_JOB_TEMPLATE: &str = "InvalidJobTemplate";
 }
 
 /// Set condition `type_` with metav1 semantics: `lastTransitionTime` moves only when `status`

@@ -89,6 +89,18 @@ impl Harness {
     }
 }
 
+/// The dry-run create that checks the template of a generation not checked yet; answered as
+/// the API server does for a valid Job.
+fn dry_run() -> Expect {
+    Expect::post(JOBS).query("&dryRun=All").check(|b| {
+        assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], "cj-uid");
+        assert_eq!(
+            b["spec"]["template"]["spec"]["containers"][0]["image"],
+            "busybox"
+        );
+    })
+}
+
 /// An Event on the CronJob with this reason and type, sent by a background worker.
 fn event(reason: &'static str, type_: &'static str) -> Expect {
     Expect::post(EVENTS)
@@ -123,6 +135,7 @@ fn status_patch(check: impl Fn(&Value) + Send + 'static) -> Expect {
 async fn the_slot_job_is_created_first_then_event_and_one_status_write() {
     let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![
+        dry_run(),
         Expect::post(JOBS).check(|b| {
             assert_eq!(b["metadata"]["name"], SLOT_JOB);
             assert_eq!(b["metadata"]["labels"]["team"], "a");
@@ -173,6 +186,7 @@ async fn the_slot_job_is_created_first_then_event_and_one_status_write() {
 async fn a_second_reconcile_on_a_stale_cache_makes_no_request() {
     let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![
+        dry_run(),
         Expect::post(JOBS),
         event("SuccessfulCreate", "Normal"),
         status_patch(|_| {}),
@@ -191,6 +205,7 @@ async fn already_exists_and_owned_is_adopted() {
     let (h, script) = Harness::new(vec![]);
     let existing = serde_json::to_value(job(SLOT_JOB).scheduled()).expect("json");
     let server = script.run(vec![
+        dry_run(),
         Expect::post(JOBS).fails(StatusCode::CONFLICT, "AlreadyExists"),
         Expect::get(&format!("{JOBS}/{SLOT_JOB}")).ok(existing),
         status_patch(|s| {
@@ -207,6 +222,7 @@ async fn already_exists_not_owned_warns_and_records_no_slot() {
     let (h, script) = Harness::new(vec![]);
     let stranger = serde_json::to_value(job(SLOT_JOB).owned_by("someone-else")).expect("json");
     let server = script.run(vec![
+        dry_run(),
         Expect::post(JOBS).fails(StatusCode::CONFLICT, "AlreadyExists"),
         Expect::get(&format!("{JOBS}/{SLOT_JOB}")).ok(stranger),
         event("FailedCreate", "Warning"),
@@ -228,6 +244,7 @@ async fn replace_deletes_the_running_job_then_creates() {
         .running(&[&running]);
     let (h, script) = Harness::new(vec![running]);
     let server = script.run(vec![
+        dry_run(),
         Expect::delete(&format!("{JOBS}/cj-24394140")).check(|b| {
             assert_eq!(b["propagationPolicy"], "Background");
             assert_eq!(b["preconditions"]["uid"], "cj-24394140-uid");
@@ -256,6 +273,7 @@ async fn replace_whose_delete_fails_keeps_the_slot_due_and_the_old_job_listed() 
         .running(&[&running]);
     let (h, script) = Harness::new(vec![running]);
     let server = script.run(vec![
+        dry_run(),
         Expect::delete(&format!("{JOBS}/cj-24394140"))
             .fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         event("FailedDelete", "Warning"),
@@ -287,6 +305,7 @@ async fn a_conflicting_status_write_is_not_forced_but_read_fresh_and_replanned()
     fresh["status"]["lastSuccessfulTime"] = json!("2016-05-19T10:00:30Z");
     let (mut h, script) = Harness::new(vec![]);
     let server = script.run(vec![
+        dry_run(),
         Expect::patch(STATUS)
             .check(|b| assert_eq!(b["metadata"]["resourceVersion"], "1"))
             .fails(StatusCode::CONFLICT, "Conflict"),
@@ -324,6 +343,7 @@ async fn history_beyond_the_limit_is_deleted_in_the_background() {
         .complete_at("2016-05-19T09:00:05Z");
     let (h, script) = Harness::new(vec![old, new]);
     let server = script.run(vec![
+        dry_run(),
         Expect::delete(&format!("{JOBS}/cj-old"))
             .check(|b| assert_eq!(b["propagationPolicy"], "Background"))
             .unordered(),
@@ -353,6 +373,7 @@ async fn no_request_when_nothing_changed() {
 async fn a_failed_create_records_no_slot_and_retries_no_later_than_the_next_slot() {
     let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![
+        dry_run(),
         Expect::post(JOBS).fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         event("FailedCreate", "Warning"),
         // The status still gets written (conditions, nextScheduleTime) but not the slot.
@@ -488,6 +509,19 @@ async fn a_failed_manual_create_keeps_the_request_and_is_retried() {
 }
 
 #[tokio::test]
+async fn a_manual_run_the_api_refuses_as_invalid_warns_and_drops_the_request() {
+    const REQUEST: &str = "2016-05-19T10:00:30Z";
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::post(JOBS).fails(StatusCode::UNPROCESSABLE_ENTITY, "Invalid"),
+        request_removed(REQUEST),
+        event("FailedCreate", "Warning"),
+    ]);
+    h.reconcile(triggered(REQUEST)).await.expect("not retried");
+    h.verdict(server).await;
+}
+
+#[tokio::test]
 async fn a_request_replaced_meanwhile_is_left_for_the_next_reconcile() {
     const REQUEST: &str = "2016-05-19T10:00:30Z";
     let (h, script) = Harness::new(vec![]);
@@ -523,4 +557,181 @@ fn ttl_flag_parses_units() {
     assert_eq!(parse_ttl("3600"), Ok(3600));
     assert!(parse_ttl("3x").is_err());
     assert!(parse_ttl("").is_err());
+}
+
+/// The API server's answer to a Job without image, as it sends it (422 Invalid, one cause).
+fn no_image(name: &str) -> Value {
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 422,
+        "reason": "Invalid",
+        "message": format!("Job.batch {name:?} is invalid: spec.template.spec.containers[0].image: Required value"),
+        "details": {"name": name, "group": "batch", "kind": "Job", "causes": [
+            {"reason": "FieldValueRequired", "message": "Required value",
+             "field": "spec.template.spec.containers[0].image"}]}
+    })
+}
+
+const REFUSED: &str =
+    "invalid Job template: spec.template.spec.containers[0].image: Required value";
+
+/// The one Warning of a refused template, with the API server's message.
+fn refused_event() -> Expect {
+    Expect::post(EVENTS)
+        .check(|b| {
+            assert_eq!(b["reason"], "InvalidJobTemplate");
+            assert_eq!(b["type"], "Warning");
+            assert_eq!(b["note"], REFUSED);
+            assert_eq!(b["regarding"]["name"], "cj");
+        })
+        .unordered()
+}
+
+/// The status write on top of the CronJob at `rv`, answered with it at `rv + 1`.
+fn status_patch_at(base: &CronJob, check: impl Fn(&Value) + Send + 'static) -> Expect {
+    let base = base.clone();
+    Expect::patch(STATUS)
+        .answer(move |body| {
+            let rv = base.metadata.resource_version.clone().unwrap_or_default();
+            assert_eq!(body["metadata"]["resourceVersion"], rv.as_str());
+            check(&body["status"]);
+            let mut cj = serde_json::to_value(&base).expect("json");
+            cj["status"] = body["status"].clone();
+            let next = rv.parse::<u64>().expect("numeric resourceVersion") + 1;
+            cj["metadata"]["resourceVersion"] = json!(next.to_string());
+            (StatusCode::OK, cj)
+        })
+        .unordered()
+}
+
+fn without_image(mut cj: CronJob) -> CronJob {
+    if let Some(spec) = cj.spec.job_template.spec.as_mut()
+        && let Some(pod) = spec.template.spec.as_mut()
+    {
+        pod.containers[0].image = None;
+    }
+    cj
+}
+
+/// Issue: a template the API server refuses (webhook off) failed every slot with a 422. Its
+/// generation is dry-run once: Ready=False InvalidJobTemplate with the API's message, one
+/// Warning, no create and no requeue; the fixed spec (next generation) is checked and runs.
+#[tokio::test]
+async fn an_invalid_template_is_refused_once_per_generation_and_no_job_is_created() {
+    let (h, script) = Harness::new(vec![]);
+    let bad = without_image(cronjob("0 * * * *"));
+    let mut fixed = cronjob("0 * * * *");
+    fixed.metadata.generation = Some(2);
+    fixed.metadata.resource_version = Some("3".into());
+    let written = std::sync::Arc::new(std::sync::Mutex::new(Value::Null));
+    let keep = written.clone();
+    let server = script.run(vec![
+        Expect::post(JOBS)
+            .query("&dryRun=All")
+            .check(|b| {
+                assert_eq!(b["metadata"]["name"], SLOT_JOB);
+                assert!(b["spec"]["template"]["spec"]["containers"][0]["image"].is_null());
+            })
+            .reply(StatusCode::UNPROCESSABLE_ENTITY, no_image(SLOT_JOB)),
+        refused_event(),
+        status_patch_at(&bad, move |s| {
+            let ready = &s["conditions"][0];
+            assert_eq!(ready["type"], "Ready");
+            assert_eq!(ready["status"], "False");
+            assert_eq!(ready["reason"], "InvalidJobTemplate");
+            assert_eq!(ready["message"], REFUSED);
+            assert_eq!(ready["observedGeneration"], 1);
+            assert!(s["lastScheduleTime"].is_null());
+            assert!(s["nextScheduleTime"].is_null());
+            *keep.lock().expect("lock") = s.clone();
+        }),
+        // Generation 2: checked once, then the due slot runs.
+        dry_run(),
+        Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], SLOT_JOB)),
+        event("SuccessfulCreate", "Normal"),
+        status_patch_at(&fixed, |s| {
+            assert_eq!(s["conditions"][0]["reason"], "Scheduled");
+            assert_eq!(s["conditions"][0]["observedGeneration"], 2);
+            assert_eq!(s["lastScheduleTime"], "2016-05-19T10:00:00Z");
+        }),
+    ]);
+    let action = h.reconcile(bad.clone()).await.expect("reconcile");
+    assert_eq!(
+        action,
+        Action::await_change(),
+        "no requeue until the spec changes"
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Again on the same generation (a Job event, a resync): no request at all.
+    for _ in 0..3 {
+        let action = h.reconcile(bad.clone()).await.expect("again");
+        assert_eq!(action, Action::await_change());
+    }
+    let mut status = written.lock().expect("lock").clone();
+    if let Some(fields) = status.as_object_mut() {
+        fields.retain(|_, v| !v.is_null());
+    }
+    let fixed = fixed.status(serde_json::from_value(status).expect("status"));
+    let action = h.reconcile(fixed).await.expect("fixed");
+    assert_ne!(action, Action::await_change());
+    let ctx = h.verdict(server).await;
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register("checks", "checks", ctx.metrics.template_dry_runs.clone());
+    let mut out = String::new();
+    prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+    assert!(out.contains("checks_total{result=\"invalid\"} 1"), "{out}");
+    assert!(out.contains("checks_total{result=\"valid\"} 1"), "{out}");
+}
+
+/// A dry run that says nothing about the template (the API server failing, a quota, another
+/// webhook, a timeout) does not stop the slot.
+#[tokio::test]
+async fn a_dry_run_without_verdict_lets_the_slot_run() {
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::post(JOBS)
+            .query("&dryRun=All")
+            .fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+        Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], SLOT_JOB)),
+        event("SuccessfulCreate", "Normal"),
+        status_patch(|s| {
+            assert_eq!(s["conditions"][0]["reason"], "Scheduled");
+            assert_eq!(s["lastScheduleTime"], "2016-05-19T10:00:00Z");
+        }),
+    ]);
+    h.reconcile(cronjob("0 * * * *")).await.expect("reconcile");
+    h.verdict(server).await;
+}
+
+/// A generation checked before (its status says so, e.g. before a restart) is not dry-run
+/// again; a create refused as invalid anyway is reported as InvalidJobTemplate (not
+/// FailedCreate), once, and not retried.
+#[tokio::test]
+async fn a_create_refused_as_invalid_stops_the_generation_without_retries() {
+    let checked = cronjob("0 * * * *").last_scheduled("2016-05-19T09:00:00Z");
+    let earlier = t("2016-05-19T09:30:00Z");
+    let settled = plan::plan(&checked, &[], earlier, &PlanConfig::default());
+    assert_eq!(
+        plan::recorded_template_check(&checked.clone().status(settled.status.clone())),
+        plan::TemplateCheck::Passed
+    );
+    let bad = without_image(checked).status(settled.status);
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::post(JOBS)
+            .check(|b| assert_eq!(b["metadata"]["name"], SLOT_JOB))
+            .reply(StatusCode::UNPROCESSABLE_ENTITY, no_image(SLOT_JOB)),
+        refused_event(),
+        status_patch(|s| {
+            assert_eq!(s["conditions"][0]["status"], "False");
+            assert_eq!(s["conditions"][0]["reason"], "InvalidJobTemplate");
+            assert_eq!(s["lastScheduleTime"], "2016-05-19T09:00:00Z");
+            assert!(s["nextScheduleTime"].is_null());
+        }),
+    ]);
+    let action = h.reconcile(bad.clone()).await.expect("not an error");
+    assert_eq!(action, Action::await_change());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.reconcile(bad).await.expect("again");
+    let ctx = h.verdict(server).await;
+    assert_eq!(ctx.failures.get(&ObjectRef::new("cj").within("ns")), 0);
 }

@@ -25,6 +25,19 @@ pub fn job_from_template(
 ) -> Option<Job> {
     let mut owner = cj.controller_owner_ref(&())?;
     owner.block_owner_deletion = Some(true);
+    let mut job = unowned_job(cj, name, extra_annotation, default_ttl)?;
+    job.metadata.owner_references = Some(vec![owner]);
+    Some(job)
+}
+
+/// [`job_from_template`] without the owner reference: what a CronJob not yet created (no UID)
+/// would make. `None` when the CronJob has no name.
+pub fn unowned_job(
+    cj: &CronJob,
+    name: String,
+    extra_annotation: (&str, String),
+    default_ttl: Option<i32>,
+) -> Option<Job> {
     let template = &cj.spec.job_template;
     let meta = template.metadata.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = meta.labels.unwrap_or_default();
@@ -41,7 +54,6 @@ pub fn job_from_template(
             namespace: cj.metadata.namespace.clone(),
             labels: Some(labels),
             annotations: Some(annotations),
-            owner_references: Some(vec![owner]),
             ..Default::default()
         },
         spec: Some(spec),
@@ -65,6 +77,22 @@ pub fn job_for_slot(
             ANNOTATION_SCHEDULED_AT,
             schedule::scheduled_at(scheduled, tz),
         ),
+        cfg.default_job_ttl,
+    )
+}
+
+/// The Job to check the template with (a dry run): the one [`job_for_slot`] makes for the slot
+/// `at`, owned by the CronJob when it has a UID (on creation it has none yet, and the Job is
+/// checked without owner). `None` when the CronJob has no name.
+pub fn job_for_check(cj: &CronJob, at: Timestamp, tz: &TimeZone, cfg: &PlanConfig) -> Option<Job> {
+    if cj.metadata.uid.as_deref().is_some_and(|u| !u.is_empty()) {
+        return job_for_slot(cj, at, tz, cfg);
+    }
+    let name = schedule::job_name(cj.metadata.name.as_deref()?, at);
+    unowned_job(
+        cj,
+        name,
+        (ANNOTATION_SCHEDULED_AT, schedule::scheduled_at(at, tz)),
         cfg.default_job_ttl,
     )
 }

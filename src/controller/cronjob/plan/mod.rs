@@ -24,7 +24,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::events::EventType;
 
-pub use job::{job_for_slot, job_from_template};
+pub use job::{job_for_check, job_for_slot, job_from_template, unowned_job};
 pub use scheduling::{MAX_MISSED, NEXT_SCHEDULE_DELTA, Readiness, requeue_for};
 
 use super::status::{self, CONDITION_READY};
@@ -57,6 +57,8 @@ pub mod events {
     pub const INVALID_SCHEDULE: &str = "InvalidSchedule";
     /// The time zone is unknown.
     pub const UNKNOWN_TIME_ZONE: &str = "UnknownTimeZone";
+    /// The API server refuses the Job the template makes.
+    pub const INVALID_JOB_TEMPLATE: &str = "InvalidJobTemplate";
 }
 
 /// Manager settings the plan depends on.
@@ -185,8 +187,67 @@ pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
     owned
 }
 
-/// Decide what to do for `cj` given its Jobs at `now`.
+/// Decide what to do for `cj` given its Jobs at `now`, with the template check its status
+/// records ([`recorded_template_check`]).
 pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -> Plan {
+    let recorded = recorded_template_check(cj);
+    plan_checked(cj, jobs, now, cfg, recorded.invalid())
+}
+
+/// What the status says of the template of the CronJob's current generation.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TemplateCheck {
+    /// Not checked for this generation.
+    Unchecked,
+    /// Checked: Jobs are created (a check without verdict counts as passed).
+    Passed,
+    /// The API server refuses the Job the template makes, with this message.
+    Invalid(String),
+}
+
+impl TemplateCheck {
+    /// The refusal's message, if the template is invalid.
+    pub fn invalid(&self) -> Option<&str> {
+        match self {
+            TemplateCheck::Invalid(message) => Some(message),
+            _ => None,
+        }
+    }
+}
+
+/// The template check of `cj`'s generation, from its `Ready` condition: written for this
+/// generation, `InvalidJobTemplate` means refused and `True` means checked (so a restart checks
+/// nothing again); anything else (an older generation, suspended, invalid schedule) means
+/// unchecked.
+pub fn recorded_template_check(cj: &CronJob) -> TemplateCheck {
+    let ready = cj.status.as_ref().and_then(|s| {
+        s.conditions
+            .iter()
+            .find(|c| c.type_ == CONDITION_READY && c.observed_generation == cj.metadata.generation)
+    });
+    match ready {
+        Some(c) if c.reason == status::reason::INVALID_JOB_TEMPLATE => {
+            TemplateCheck::Invalid(c.message.clone())
+        }
+        Some(c) if c.status == "True" => TemplateCheck::Passed,
+        _ => TemplateCheck::Unchecked,
+    }
+}
+
+/// Whether the planned status says the CronJob schedules Jobs.
+pub fn schedules(plan: &Plan) -> bool {
+    status::ready_of(&plan.status).is_some_and(|(ready, _)| ready == "True")
+}
+
+/// [`plan`] with the template check given: `invalid_template` (the API server's message) keeps
+/// the CronJob from scheduling, with `Ready=False` reason `InvalidJobTemplate`.
+pub fn plan_checked(
+    cj: &CronJob,
+    jobs: &[Arc<Job>],
+    now: Timestamp,
+    cfg: &PlanConfig,
+    invalid_template: Option<&str>,
+) -> Plan {
     let old = cj.status.clone().unwrap_or_default();
     let owned = owned(cj, jobs);
     let mut status = old.clone();
@@ -206,6 +267,7 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
         cj,
         owned: &owned,
         active: &active,
+        invalid_template,
     };
     let decided = scheduling::decide(seen, now, cfg);
     actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
@@ -238,6 +300,20 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
         status,
         requeue_after: decided.requeue_after,
     }
+}
+
+/// A create of the slot's Job was refused as invalid (422) with `message`: record it as the
+/// template check's verdict in `status` (planned from `cj`) and stop scheduling; the Warning
+/// Event to publish, unless the status already said so.
+pub fn refuse_template(
+    status: &mut CronJobStatus,
+    cj: &CronJob,
+    message: &str,
+    now: Timestamp,
+) -> Option<Action> {
+    let old = cj.status.clone().unwrap_or_default();
+    status.next_schedule_time = None;
+    set_ready(status, &old, scheduling::invalid_template(message), cj, now)
 }
 
 /// Record the `Ready` condition; a problem gets a Warning Event once, not on every reconcile it

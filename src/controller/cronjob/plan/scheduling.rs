@@ -133,6 +133,16 @@ pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
     Ok((sched, tz))
 }
 
+/// The `Ready` condition of a CronJob whose Job template the API server refuses: `message` is
+/// the API server's.
+pub fn invalid_template(message: &str) -> Readiness {
+    Readiness::not_ready(
+        reason::INVALID_JOB_TEMPLATE,
+        message.to_string(),
+        Some(events::INVALID_JOB_TEMPLATE),
+    )
+}
+
 /// The CronJob's next slot after `now`, if it schedules at all (not suspended, valid).
 pub fn next_run(cj: &CronJob, now: Timestamp) -> Option<Timestamp> {
     if cj.spec.is_suspended() || cj.metadata.deletion_timestamp.is_some() {
@@ -160,6 +170,8 @@ pub struct Seen<'a> {
     pub owned: &'a [&'a Job],
     /// Its running Jobs (the reconciled `status.active`).
     pub active: &'a [ObjectReference],
+    /// Why the API server refuses the Job the template makes, if it does: no slot runs.
+    pub invalid_template: Option<&'a str>,
 }
 
 /// Decide for what was `seen` at `now`.
@@ -187,6 +199,9 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
             "spec.suspend is true: no new Jobs are created".into(),
             None,
         ));
+    }
+    if let Some(message) = seen.invalid_template {
+        return Scheduling::idle(invalid_template(message));
     }
     let query = SlotQuery {
         schedule: &sched,
