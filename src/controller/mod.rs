@@ -5,13 +5,15 @@
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
 //! - [`jobs`]: what both know about a Job (owner, finish, cache slimming), pure;
 //! - [`backoff`]: retry timing of watches and of failed reconciles;
-//! - [`gate`]: creates first, everything that can wait after.
+//! - [`gate`]: creates first, everything that can wait after;
+//! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
 
 pub mod backoff;
 pub mod cronjob;
 pub mod gate;
 pub mod index;
 pub mod jobs;
+pub mod shard;
 pub mod ttl;
 
 use std::time::Duration;
