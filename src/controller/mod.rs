@@ -58,6 +58,8 @@ pub struct Shared {
     pub instance: Option<String>,
     /// Creates first: the priority rule between every controller's requests.
     pub gate: gate::Gate,
+    /// Which CronJobs (and their Jobs) this replica handles, with `--sharding`.
+    pub shard: shard::ShardView,
 }
 
 impl std::fmt::Debug for Shared {
@@ -66,6 +68,7 @@ impl std::fmt::Debug for Shared {
             .field("clock", &self.clock)
             .field("scope", &self.scope)
             .field("instance", &self.instance)
+            .field("shard", &self.shard)
             .finish_non_exhaustive()
     }
 }

@@ -137,37 +137,60 @@ impl ShardMetrics {
     }
 }
 
-/// What the controllers see of the sharding: the current assignment, and the metrics.
-#[derive(Clone, Debug)]
+/// What the controllers see of the sharding: the current assignment (or, without
+/// `--sharding`, that this replica handles everything), and the metrics.
+#[derive(Clone, Debug, Default)]
 pub struct ShardView {
-    assignment: watch::Receiver<Arc<Assignment>>,
+    /// `None`: not sharded, every key is ours.
+    assignment: Option<watch::Receiver<Arc<Assignment>>>,
     /// The shard metrics.
     pub metrics: ShardMetrics,
 }
 
 impl ShardView {
-    /// A view of the assignments published on `assignment`.
-    pub fn new(assignment: watch::Receiver<Arc<Assignment>>, metrics: ShardMetrics) -> Self {
+    /// Not sharded: this replica owns every key.
+    pub fn solo(metrics: ShardMetrics) -> Self {
+        metrics.members.set(1);
         Self {
-            assignment,
+            assignment: None,
             metrics,
         }
     }
 
-    /// The current assignment.
-    pub fn current(&self) -> Arc<Assignment> {
-        Arc::clone(&self.assignment.borrow())
+    /// A view of the assignments published on `assignment`.
+    pub fn sharded(assignment: watch::Receiver<Arc<Assignment>>, metrics: ShardMetrics) -> Self {
+        Self {
+            assignment: Some(assignment),
+            metrics,
+        }
+    }
+
+    /// Whether the work is shared between replicas.
+    pub fn is_sharded(&self) -> bool {
+        self.assignment.is_some()
+    }
+
+    /// The current assignment; `None` when not sharded.
+    pub fn current(&self) -> Option<Arc<Assignment>> {
+        self.assignment.as_ref().map(|a| Arc::clone(&a.borrow()))
     }
 
     /// Whether this replica owns `key` now.
     pub fn owns(&self, key: &str) -> bool {
-        self.assignment.borrow().owns(key)
+        self.assignment
+            .as_ref()
+            .is_none_or(|a| a.borrow().owns(key))
     }
 
-    /// Wait for the next assignment; `None` once the membership has stopped publishing.
-    pub async fn changed(&mut self) -> Option<Arc<Assignment>> {
-        self.assignment.changed().await.ok()?;
-        Some(self.current())
+    /// Wait for the next assignment; never returns when not sharded or once the membership
+    /// has stopped publishing.
+    pub async fn changed(&mut self) -> Arc<Assignment> {
+        if let Some(a) = self.assignment.as_mut()
+            && a.changed().await.is_ok()
+        {
+            return Arc::clone(&a.borrow_and_update());
+        }
+        std::future::pending().await
     }
 }
 
@@ -340,12 +363,17 @@ mod tests {
     #[tokio::test]
     async fn the_view_follows_published_assignments() {
         let (tx, rx) = watch::channel(Arc::new(Assignment::default()));
-        let mut view = ShardView::new(rx, ShardMetrics::default());
+        let mut view = ShardView::sharded(rx, ShardMetrics::default());
+        assert!(view.is_sharded());
         assert!(!view.owns("ns/cj"));
         tx.send_replace(Arc::new(Assignment::new("me", ["me".to_string()])));
-        let next = view.changed().await.expect("published");
+        let next = view.changed().await;
         assert!(next.owns("ns/cj") && view.owns("ns/cj"));
         drop(tx);
-        assert!(view.changed().await.is_none());
+        let ended = tokio::time::timeout(std::time::Duration::from_millis(10), view.changed());
+        assert!(ended.await.is_err(), "no more assignments once unpublished");
+        let solo = ShardView::solo(ShardMetrics::default());
+        assert!(solo.owns("ns/anything") && !solo.is_sharded());
+        assert_eq!(solo.metrics.members.get(), 1);
     }
 }

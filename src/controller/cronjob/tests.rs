@@ -48,6 +48,7 @@ impl Harness {
             scope: Default::default(),
             instance: None,
             gate: Default::default(),
+            shard: Default::default(),
         };
         let metrics = ReconcilerMetrics::new(&mut Default::default());
         let (ctx, background, requests) =
