@@ -132,8 +132,16 @@ fn assert_coexist(a: (&str, &[Value]), b: (&str, &[Value])) {
         a.0,
         b.0
     );
-    let lease = |objects: &[Value]| flag(objects, "leader-election-id").expect("lease name");
+    // The leader Lease, or with --sharding the group whose Leases a replica joins.
+    let lease = |objects: &[Value]| {
+        flag(objects, "leader-election-id")
+            .or_else(|| flag(objects, "shard-group"))
+            .expect("a Lease name or a shard group")
+    };
     assert_ne!(lease(a.1), lease(b.1), "{} and {} share a Lease", a.0, b.0);
+    if let (Some(x), Some(y)) = (flag(a.1, "shard-group"), flag(b.1, "shard-group")) {
+        assert_ne!(x, y, "{} and {} share a shard group", a.0, b.0);
+    }
     check_wiring(a.0, a.1);
     check_wiring(b.0, b.1);
 }
@@ -143,6 +151,17 @@ fn two_helm_releases_in_one_namespace_share_no_name() {
     let a = helm_release("team-a", &["--set", "controller.selector=team=a"]);
     let b = helm_release("team-b", &["--set", "controller.selector=team=b"]);
     assert_coexist(("release team-a", &a), ("release team-b", &b));
+    // Sharded releases form a group each.
+    let sharded = ["--set", "sharding.enabled=true", "--set", "replicaCount=3"];
+    let a = helm_release("team-a", &sharded);
+    let b = helm_release("team-b", &sharded);
+    for objects in [&a, &b] {
+        assert!(
+            flag(objects, "leader-election-id").is_none(),
+            "no leader election"
+        );
+    }
+    assert_coexist(("team-a (sharded)", &a), ("team-b (sharded)", &b));
     // Also with cert-manager, which names a Certificate and an Issuer.
     let cm = ["--set", "webhook.certManager.enabled=true"];
     let a = helm_release("team-a", &cm);
