@@ -216,8 +216,10 @@ async fn three(n: usize) -> (ApiSim, Arc<TokioClock>, Vec<String>, [Replica; 3])
     (sim, clock, cronjobs, replicas)
 }
 
-/// A replica dies at 10:00:50 and one joins at 10:01:30: report and check.
-async fn die_and_join(n: usize) {
+/// A replica dies at 10:00:52 and one joins at 10:01:30: report and check. `skew` bounds how
+/// late (seconds) the slots of CronJobs that did not move run: at 3,000 the simulated API's
+/// write throughput, shared by the replicas, spreads a slot's creates over about a second.
+async fn die_and_join(n: usize, skew: f64) {
     let (sim, clock, cronjobs, [a, b, c]) = three(n).await;
     let before = owners(&["kronjob-a", "kronjob-b", "kronjob-c"], &cronjobs);
     // 10:00:52, two seconds after its last renewal: its Lease expires at 10:01:05.
@@ -280,13 +282,16 @@ async fn die_and_join(n: usize) {
         late >= 1.0,
         "orphaned CronJobs ran before the lease expired"
     );
-    assert!(on_time <= 1.0, "other CronJobs {on_time} s late");
+    assert!(on_time <= skew, "other CronJobs {on_time} s late");
     let fair = n as f64 / 3.0;
     assert!(
         (moved_on_join as f64 - fair).abs() <= 0.2 * fair,
         "{moved_on_join}"
     );
-    assert!(joined_skew <= 1.0 && others_skew <= 1.0);
+    assert!(
+        joined_skew <= skew && others_skew <= skew,
+        "{joined_skew} {others_skew}"
+    );
     for r in [a, c, d] {
         r.stop().await;
     }
@@ -294,7 +299,7 @@ async fn die_and_join(n: usize) {
 
 #[tokio::test(start_paused = true)]
 async fn a_dead_replica_s_share_runs_late_once_and_a_new_one_takes_a_quarter() {
-    die_and_join(300).await;
+    die_and_join(300, 1.0).await;
 }
 
 #[tokio::test(start_paused = true)]
@@ -337,5 +342,5 @@ async fn a_stopping_replica_releases_its_share_and_its_slots_run_on_time() {
 #[tokio::test(start_paused = true)]
 #[ignore = "a measurement: cargo test --test sharding -- --ignored --nocapture"]
 async fn measure_3000_cronjobs() {
-    die_and_join(3000).await;
+    die_and_join(3000, 3.0).await;
 }
