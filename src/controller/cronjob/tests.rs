@@ -35,6 +35,13 @@ struct Harness {
 
 impl Harness {
     fn new(jobs: Vec<k8s_openapi::api::batch::v1::Job>) -> (Self, Script) {
+        Self::with_shard(jobs, Default::default())
+    }
+
+    fn with_shard(
+        jobs: Vec<k8s_openapi::api::batch::v1::Job>,
+        shard: crate::controller::shard::ShardView,
+    ) -> (Self, Script) {
         let (client, script) = mock_client();
         let (index, mut writer) = owner_index();
         writer.apply_watcher_event(&watcher::Event::Init);
@@ -48,7 +55,7 @@ impl Harness {
             scope: Default::default(),
             instance: None,
             gate: Default::default(),
-            shard: Default::default(),
+            shard,
         };
         let metrics = ReconcilerMetrics::new(&mut Default::default());
         let (ctx, background, requests) =
@@ -162,6 +169,32 @@ async fn the_slot_job_is_created_first_then_event_and_one_status_write() {
     // From the clock (10:01:00) to the slot (10:00:00), measured when the create returned.
     assert!(out.contains("skew_seconds_sum 60.0"), "{out}");
     assert!(out.contains("skew_seconds_count 1"), "{out}");
+}
+
+#[tokio::test]
+async fn sharded_a_cronjob_another_replica_schedules_is_left_alone() {
+    use crate::controller::shard::{Assignment, ShardView};
+    let members = ["kronjob-a", "kronjob-b"].map(String::from);
+    let owner = Assignment::new("", members.clone())
+        .owner("ns/cj")
+        .expect("an owner")
+        .to_string();
+    let other = members.iter().find(|m| **m != owner).expect("two");
+    for me in [other.as_str(), "not-yet-a-member"] {
+        let (_publish, view) =
+            tokio::sync::watch::channel(Arc::new(Assignment::new(me, members.clone())));
+        let shard = ShardView::sharded(view, Default::default());
+        let (h, script) = Harness::with_shard(vec![], shard);
+        let server = script.run(vec![]);
+        let action = h.reconcile(cronjob("0 * * * *")).await.expect("reconcile");
+        assert_eq!(action, Action::await_change(), "{me}");
+        assert_eq!(
+            h.ctx.metrics.reconciles.get(),
+            0,
+            "not counted as a reconcile"
+        );
+        h.verdict(server).await;
+    }
 }
 
 #[tokio::test]
