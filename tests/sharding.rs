@@ -5,7 +5,8 @@
 //! - a replica that dies loses its share once its Lease expires: the slot that fell due in
 //!   between runs late (within the lease duration), once, and no other slot is touched;
 //! - a replica that stops releases its Lease and its share runs on time; a replica that joins
-//!   takes about a quarter, and every slot still runs once.
+//!   takes about a quarter, and every slot still runs once;
+//! - a replica that cannot renew its Lease drops itself, and rejoins when it can.
 //!
 //! `measure_3000_cronjobs` (ignored; `--ignored --nocapture`) prints the figures at 3,000.
 
@@ -343,4 +344,31 @@ async fn a_stopping_replica_releases_its_share_and_its_slots_run_on_time() {
 #[ignore = "a measurement: cargo test --test sharding -- --ignored --nocapture"]
 async fn measure_3000_cronjobs() {
     die_and_join(3000, 3.0).await;
+}
+
+/// A replica that cannot renew its Lease for a whole duration (the API server is unreachable)
+/// drops itself, so it schedules nothing while the others would take its share; it rejoins
+/// once the API server answers again.
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_cannot_renew_drops_itself_and_rejoins() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    seed(&sim, 20);
+    let a = replica(&sim, clock, "kronjob-a");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(shard_gauges(&[&a]), [("kronjob-a".to_string(), 20, 1)]);
+    sim.set_down(true);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        a.metrics.members.get(),
+        1,
+        "still a member within the lease duration"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(shard_gauges(&[&a]), [("kronjob-a".to_string(), 0, 0)]);
+    sim.set_down(false);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(shard_gauges(&[&a]), [("kronjob-a".to_string(), 20, 1)]);
+    record_calls(&sim);
+    a.stop().await;
 }
