@@ -34,6 +34,7 @@ generate:
 # Render every install path: kustomize and the helm chart (default and cert-manager values).
 manifests:
     kubectl kustomize config/default > /dev/null
+    kubectl kustomize config/release > /dev/null
     kubectl kustomize config/samples > /dev/null
     kubectl kustomize crd > /dev/null
     if [ -d {{chart}} ]; then \

@@ -145,6 +145,8 @@ async fn serve(addr: SocketAddr, dir: PathBuf) -> Result<(), Error> {
         webhook_self_signed: false,
         webhook_service_name: "kronjob-webhook".into(),
         webhook_namespace: "kronjob-system".into(),
+        webhook_mutating_configuration: "kronjob-mutating".into(),
+        webhook_validating_configuration: "kronjob-validating".into(),
     };
     kronjob::webhook::serve(args, None, metrics, |_| {}, shutdown).await?;
     // The server-side view: time from request to answer inside the server, by bucket.

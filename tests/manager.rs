@@ -39,6 +39,8 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
     )
 }
 
+#[path = "support/mod.rs"]
+mod support;
 #[path = "tls_support/mod.rs"]
 mod tls_support;
 
@@ -144,6 +146,8 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
         "kronjob_job_creation_skew_seconds",
         "kronjob_ttl_deletion_delay_seconds",
         "kronjob_webhook_request_duration_seconds",
+        "kronjob_shard_cronjobs",
+        "kronjob_shard_members 1",
     ] {
         assert!(body.contains(name), "metrics export {name}: {body}");
     }
@@ -212,4 +216,140 @@ async fn a_failing_webhook_stops_the_manager_with_an_error() {
         "{error:?}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The value of an unlabelled gauge in a `/metrics` body.
+fn gauge(body: &str, name: &str) -> Option<i64> {
+    body.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// Poll `/metrics` of each address until `done` holds for their (shard_cronjobs,
+/// shard_members) gauges, for at most 15 s.
+async fn until_gauges(
+    addrs: &[SocketAddr],
+    done: impl Fn(&[(i64, i64)]) -> bool,
+) -> Vec<(i64, i64)> {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let mut gauges = Vec::new();
+        for addr in addrs {
+            let body = get(*addr, "/metrics").await.2;
+            gauges.push((
+                gauge(&body, "kronjob_shard_cronjobs").unwrap_or(-1),
+                gauge(&body, "kronjob_shard_members").unwrap_or(-1),
+            ));
+        }
+        if done(&gauges) {
+            return gauges;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "gauges stuck at {gauges:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Two whole managers with `--sharding` on one simulated API server share the CronJobs and say
+/// so in `/metrics`; when one stops, it releases its Lease and the other takes everything.
+#[tokio::test]
+async fn sharded_managers_share_the_cronjobs_and_a_stopping_one_hands_over() {
+    use clap::Parser;
+    const N: i64 = 40;
+    let sim = kronjob_apisim::ApiSim::new(kronjob_apisim::CostModel::free());
+    for i in 0..N {
+        sim.insert(support::sim::cronjob_json(
+            "load",
+            &format!("cj-{i}"),
+            "0 0 1 1 *",
+            "2024-01-01T09:00:00Z",
+            None,
+        ));
+    }
+    let mut managers = Vec::new();
+    let mut metrics = Vec::new();
+    for name in ["kronjob-a", "kronjob-b"] {
+        let metrics_port = free_port();
+        let args = RunOnly::try_parse_from([
+            "run".to_string(),
+            "--sharding".to_string(),
+            format!("--pod-name={name}"),
+            "--leader-election-namespace=kronjob-system".to_string(),
+            "--health-addr=127.0.0.1:0".to_string(),
+            format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+            "--webhook-cert-dir=/nonexistent".to_string(),
+            "--shutdown-delay=0s".to_string(),
+        ])
+        .expect("flags parse")
+        .args;
+        assert!(args.validate().is_ok());
+        let shutdown = CancellationToken::new();
+        let task = tokio::spawn(kronjob::manager::run_with(
+            args,
+            sim.client(),
+            shutdown.clone(),
+        ));
+        managers.push((shutdown, task));
+        metrics.push(SocketAddr::from(([127, 0, 0, 1], metrics_port)));
+    }
+    for addr in &metrics {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while tokio::net::TcpStream::connect(addr).await.is_err() {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "metrics listener up"
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    let shared = until_gauges(&metrics, |g| {
+        g.iter().all(|(_, members)| *members == 2) && g.iter().map(|(c, _)| c).sum::<i64>() == N
+    })
+    .await;
+    assert!(
+        shared.iter().all(|(c, _)| *c > 0),
+        "both schedule some: {shared:?}"
+    );
+
+    let (stop_a, task_a) = managers.remove(0);
+    stop_a.cancel();
+    task_a.await.expect("join").expect("clean stop");
+    let leases = sim.list(&kronjob_apisim::Resource::leases(), Some("kronjob-system"));
+    let names: Vec<&str> = leases
+        .iter()
+        .filter_map(|l| l["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["kronjob-shard-kronjob-b"],
+        "the stopped replica released its Lease"
+    );
+    until_gauges(&metrics[1..], |g| g[0] == (N, 1)).await;
+    support::sim::record_calls(&sim);
+    let (stop_b, task_b) = managers.remove(0);
+    stop_b.cancel();
+    task_b.await.expect("join").expect("clean stop");
+}
+
+#[test]
+fn sharding_and_leader_election_exclude_each_other() {
+    use clap::Parser;
+    let err = RunOnly::try_parse_from(["run", "--sharding", "--leader-elect"]).expect_err("usage");
+    assert!(err.to_string().contains("cannot be used with"), "{err}");
+    let args = RunOnly::try_parse_from(["run", "--sharding", "--shard-lease-duration=2s"])
+        .expect("parses")
+        .args;
+    assert!(
+        args.validate()
+            .expect_err("too short")
+            .contains("at least 3s")
+    );
+    let args = RunOnly::try_parse_from(["run", "--sharding", "--shard-group=team-a-kronjob"])
+        .expect("parses")
+        .args;
+    let config = args.shard().expect("sharding on");
+    assert_eq!(config.group, "team-a-kronjob");
+    assert_eq!(config.duration, Duration::from_secs(15));
+    assert!(args.lease().is_none());
 }

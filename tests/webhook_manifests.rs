@@ -94,6 +94,8 @@ fn webhook_flags_have_their_defaults() {
     assert_eq!(args.webhook_addr.to_string(), "0.0.0.0:9443");
     assert!(!args.webhook_self_signed);
     assert_eq!(args.webhook_service_name, "kronjob-webhook");
+    assert_eq!(args.webhook_mutating_configuration, MUTATING_CONFIG);
+    assert_eq!(args.webhook_validating_configuration, VALIDATING_CONFIG);
     let args = Cli::parse_from([
         "kronjob",
         "--webhook-addr",
@@ -103,8 +105,14 @@ fn webhook_flags_have_their_defaults() {
         "--webhook-self-signed",
         "--webhook-namespace",
         "ops",
+        "--webhook-mutating-configuration",
+        "team-a-mutating",
+        "--webhook-validating-configuration",
+        "team-a-validating",
     ])
     .args;
+    assert_eq!(args.webhook_mutating_configuration, "team-a-mutating");
+    assert_eq!(args.webhook_validating_configuration, "team-a-validating");
     assert_eq!(args.webhook_addr.port(), 8443);
     assert_eq!(args.webhook_cert_dir, std::path::PathBuf::from("/certs"));
     assert!(args.webhook_self_signed);

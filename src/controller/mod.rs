@@ -5,13 +5,15 @@
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
 //! - [`jobs`]: what both know about a Job (owner, finish, cache slimming), pure;
 //! - [`backoff`]: retry timing of watches and of failed reconciles;
-//! - [`gate`]: creates first, everything that can wait after.
+//! - [`gate`]: creates first, everything that can wait after;
+//! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
 
 pub mod backoff;
 pub mod cronjob;
 pub mod gate;
 pub mod index;
 pub mod jobs;
+pub mod shard;
 pub mod ttl;
 
 use std::time::Duration;
@@ -56,6 +58,8 @@ pub struct Shared {
     pub instance: Option<String>,
     /// Creates first: the priority rule between every controller's requests.
     pub gate: gate::Gate,
+    /// Which CronJobs (and their Jobs) this replica handles, with `--sharding`.
+    pub shard: shard::ShardView,
 }
 
 impl std::fmt::Debug for Shared {
@@ -64,6 +68,7 @@ impl std::fmt::Debug for Shared {
             .field("clock", &self.clock)
             .field("scope", &self.scope)
             .field("instance", &self.instance)
+            .field("shard", &self.shard)
             .finish_non_exhaustive()
     }
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use super::lease::LeaseConfig;
 use super::selector::parse_selector;
+use super::shard::ShardConfig;
 use crate::controller::Scope;
 use crate::controller::cronjob::ReconcilerArgs;
 use crate::controller::ttl::TtlArgs;
@@ -51,6 +52,19 @@ pub struct RunArgs {
     /// This replica's name (the pod name): its leader-election identity and Event instance.
     #[arg(long, env = "POD_NAME", hide = true)]
     pub pod_name: Option<String>,
+
+    /// Share the CronJobs between all replicas instead of electing a leader: each replica
+    /// holds its own Lease in --leader-election-namespace and schedules the CronJobs (with
+    /// their Jobs and TTLs) that rendezvous hashing assigns it.
+    #[arg(long, conflicts_with = "leader_elect")]
+    pub sharding: bool,
+    /// The shard group: the replicas of one install. Its Leases are `<group>-shard-<pod>`.
+    #[arg(long, default_value = "kronjob")]
+    pub shard_group: String,
+    /// How long a shard Lease lasts without renewal (renewed every third of it): a dead
+    /// replica's CronJobs move to the others within about this.
+    #[arg(long, default_value = "15s", value_parser = parse_lease_duration)]
+    pub shard_lease_duration: Duration,
 
     /// Address of GET /metrics.
     #[arg(long, default_value = ":8080", value_parser = parse_listen_addr)]
@@ -101,6 +115,12 @@ impl RunArgs {
                 self.leader_election_retry_period, self.leader_election_renew_deadline
             ));
         }
+        if self.sharding && self.shard_lease_duration < Duration::from_secs(3) {
+            return Err(format!(
+                "--shard-lease-duration ({:?}) must be at least 3s",
+                self.shard_lease_duration
+            ));
+        }
         if self.namespaces.iter().any(|n| n.trim().is_empty()) {
             return Err("--namespace must not be empty".into());
         }
@@ -124,15 +144,29 @@ impl RunArgs {
             })
     }
 
+    /// Namespace of the Leases: `--leader-election-namespace`, else `default`.
+    fn lease_namespace(&self) -> String {
+        self.leader_election_namespace
+            .clone()
+            .filter(|n| !n.is_empty())
+            .unwrap_or_else(|| "default".to_string())
+    }
+
+    /// The shard membership settings, when `--sharding` is given.
+    pub fn shard(&self) -> Option<ShardConfig> {
+        self.sharding.then(|| ShardConfig {
+            group: self.shard_group.clone(),
+            namespace: self.lease_namespace(),
+            identity: self.identity(),
+            duration: self.shard_lease_duration,
+        })
+    }
+
     /// The leader election settings, when `--leader-elect` is given.
     pub fn lease(&self) -> Option<LeaseConfig> {
         self.leader_elect.then(|| LeaseConfig {
             name: self.leader_election_id.clone(),
-            namespace: self
-                .leader_election_namespace
-                .clone()
-                .filter(|n| !n.is_empty())
-                .unwrap_or_else(|| "default".to_string()),
+            namespace: self.lease_namespace(),
             identity: self.identity(),
             duration: self.leader_election_lease_duration,
             renew_deadline: self.leader_election_renew_deadline,

@@ -1,4 +1,5 @@
-//! The manager: one process hosting the controllers (on the leader only), the admission webhook
+//! The manager: one process hosting the controllers (on the leader only, or on every replica for
+//! its share with `--sharding`), the admission webhook
 //! (on every replica), the metrics endpoint and the health probes, with one shutdown signal.
 //!
 //! [`run_with`] reads top to bottom: register the metrics, serve the probes and metrics (bound
@@ -8,6 +9,8 @@
 //!
 //! - [`args`]: the flags; [`client`]: the API client; [`crd`]: the CRD at start;
 //! - [`health`]: what the probes report; [`lease`]: leader election;
+//! - [`shard`]: shard group membership (`--sharding`: every replica runs the controllers for
+//!   its share of the CronJobs);
 //! - [`selector`]: `--selector` validation.
 
 pub mod args;
@@ -16,6 +19,7 @@ pub mod crd;
 pub mod health;
 pub mod lease;
 pub mod selector;
+pub mod shard;
 mod signal;
 
 use std::net::SocketAddr;
@@ -37,6 +41,7 @@ pub use selector::parse_selector;
 
 use crate::clock::{Clock, SystemClock};
 use crate::controller::cronjob::{self, ReconcilerMetrics};
+use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
 use crate::controller::ttl::{self, TtlMetrics};
 use crate::controller::{Shared, Stopped};
 use crate::metrics::Metrics;
@@ -127,6 +132,7 @@ pub async fn run_with(
 /// Every subsystem's metrics, registered in one registry.
 struct Registered {
     reconciler: ReconcilerMetrics,
+    shard: ShardMetrics,
     ttl: TtlMetrics,
     webhook: WebhookMetrics,
     exposition: Metrics,
@@ -137,6 +143,7 @@ impl Registered {
         let mut registry = Registry::default();
         Self {
             reconciler: ReconcilerMetrics::new(&mut registry),
+            shard: ShardMetrics::new(&mut registry),
             ttl: TtlMetrics::new(&mut registry),
             webhook: WebhookMetrics::new(&mut registry),
             exposition: Metrics::new(registry),
@@ -232,15 +239,50 @@ impl Manager {
         });
     }
 
-    /// Run the controllers whenever this replica leads (always, without `--leader-elect`).
+    /// With `--sharding`, join the shard group: the view the controllers read, and the token
+    /// that lets the membership release this replica's Lease once the controllers have drained.
+    fn join_shard(
+        &mut self,
+        args: &RunArgs,
+        clock: Arc<dyn Clock>,
+    ) -> (ShardView, Option<CancellationToken>) {
+        let metrics = self.metrics.shard.clone();
+        let Some(config) = args.shard() else {
+            return (ShardView::solo(metrics), None);
+        };
+        let (publish, assignment) = tokio::sync::watch::channel(Arc::new(Assignment::default()));
+        let released = CancellationToken::new();
+        let api = Api::namespaced(self.client.clone(), &config.namespace);
+        let membership = shard::membership(
+            api,
+            config,
+            clock,
+            publish,
+            metrics.clone(),
+            released.clone(),
+        );
+        let shutdown = self.shutdown.clone();
+        self.spawn("shard membership", async move {
+            membership.await;
+            // Released after the controllers stopped: the process is stopping.
+            shutdown.cancelled().await;
+            Ok(())
+        });
+        (ShardView::sharded(assignment, metrics), Some(released))
+    }
+
+    /// Run the controllers whenever this replica leads (always, without `--leader-elect`; for
+    /// its share of the CronJobs with `--sharding`).
     fn run_controllers(&mut self, args: &RunArgs) {
         let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+        let (shard, released) = self.join_shard(args, Arc::clone(&clock));
         let shared = Shared {
             client: self.client.clone(),
             clock: Arc::clone(&clock),
             scope: args.scope(),
             instance: args.pod_name.clone(),
             gate: crate::controller::gate::Gate::new(),
+            shard,
         };
         let lease = args.lease();
         let lease_api = lease
@@ -280,7 +322,11 @@ impl Manager {
             work,
         );
         self.spawn("controllers", async move {
-            elected.await.map_err(ManagerError::from)
+            let result = elected.await;
+            if let Some(released) = released {
+                released.cancel();
+            }
+            result.map_err(ManagerError::from)
         });
     }
 

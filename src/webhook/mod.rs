@@ -56,6 +56,13 @@ pub struct WebhookArgs {
         default_value = "kronjob-system"
     )]
     pub webhook_namespace: String,
+    /// The MutatingWebhookConfiguration whose caBundle `--webhook-self-signed` keeps current
+    /// (each release names its own).
+    #[arg(long = "webhook-mutating-configuration", default_value = certs::MUTATING_CONFIG)]
+    pub webhook_mutating_configuration: String,
+    /// The ValidatingWebhookConfiguration whose caBundle `--webhook-self-signed` keeps current.
+    #[arg(long = "webhook-validating-configuration", default_value = certs::VALIDATING_CONFIG)]
+    pub webhook_validating_configuration: String,
 }
 
 impl WebhookArgs {
@@ -66,11 +73,13 @@ impl WebhookArgs {
     ) -> Result<certs::Source, WebhookError> {
         if self.webhook_self_signed {
             let client = client.ok_or(WebhookError::NoClient)?;
-            return Ok(certs::Source::SelfSigned(certs::SelfSigned::new(
-                client,
-                &self.webhook_service_name,
-                &self.webhook_namespace,
-            )));
+            return Ok(certs::Source::SelfSigned(
+                certs::SelfSigned::new(client, &self.webhook_service_name, &self.webhook_namespace)
+                    .with_configurations(
+                        &self.webhook_mutating_configuration,
+                        &self.webhook_validating_configuration,
+                    ),
+            ));
         }
         Ok(certs::Source::Directory {
             dir: self.webhook_cert_dir.clone(),

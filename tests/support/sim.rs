@@ -87,6 +87,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
         scope: Scope::default(),
         instance: Some("test".into()),
         gate: Default::default(),
+        shard: Default::default(),
     };
     let args = ReconcilerArgs {
         concurrency,

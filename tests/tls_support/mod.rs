@@ -161,6 +161,8 @@ pub async fn serve_dir(
         webhook_self_signed: false,
         webhook_service_name: "kronjob-webhook".into(),
         webhook_namespace: "kronjob-system".into(),
+        webhook_mutating_configuration: "kronjob-mutating".into(),
+        webhook_validating_configuration: "kronjob-validating".into(),
     };
     let metrics = kronjob::webhook::WebhookMetrics::new(&mut Default::default());
     let stop = tokio_util::sync::CancellationToken::new();

@@ -19,6 +19,7 @@ use crate::controller::Shared;
 use crate::controller::backoff::Failures;
 use crate::controller::gate::Gate;
 use crate::controller::index::OwnerIndex;
+use crate::controller::shard::{self, ShardView};
 use crate::telemetry::Throttle;
 
 /// Status writers running at once.
@@ -52,6 +53,8 @@ pub struct Context {
     pub failures: Failures<ObjectRef<CronJob>>,
     /// Keeps failure logs to a trickle during an outage.
     pub log: Throttle,
+    /// Which CronJobs this replica schedules (all without `--sharding`).
+    pub shard: ShardView,
 }
 
 impl std::fmt::Debug for Context {
@@ -82,6 +85,15 @@ impl Background {
 }
 
 impl Context {
+    /// Whether this replica schedules `cj` (always without `--sharding`).
+    pub fn owns(&self, cj: &CronJob) -> bool {
+        !self.shard.is_sharded()
+            || self.shard.owns(&shard::key(
+                cj.metadata.namespace.as_deref().unwrap_or_default(),
+                cj.metadata.name.as_deref().unwrap_or_default(),
+            ))
+    }
+
     /// A context for `shared`'s client, clock and replica, reading Jobs from `index`; with the
     /// background workers to run beside the controller and the stream of CronJobs to reconcile
     /// again (conflicting status writes, failed deletes, recovered watches).
@@ -115,6 +127,7 @@ impl Context {
             reconcile,
             failures: Failures::default(),
             log: Throttle::default(),
+            shard: shared.shard.clone(),
         };
         let background = Background {
             status,

@@ -38,7 +38,7 @@ pub use reconcile::{Error, error_policy, reconcile};
 
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
 use crate::controller::index::{self, IndexWriter, OwnerIndex};
-use crate::controller::{Scope, Shared, Stopped, jobs};
+use crate::controller::{Scope, Shared, Stopped, jobs, shard};
 
 /// Parse `--default-job-ttl` (`3600`, `30m`, `24h`, ...) into whole seconds.
 pub fn parse_ttl(s: &str) -> Result<i32, String> {
@@ -59,6 +59,10 @@ pub struct ReconcilerArgs {
     #[arg(long, value_parser = parse_ttl)]
     pub default_job_ttl: Option<i32>,
 }
+
+/// How often `kronjob_shard_cronjobs` is recounted (CronJobs come and go between
+/// reassignments).
+const SHARD_GAUGE_EVERY: Duration = Duration::from_secs(5);
 
 /// How often state about deleted CronJobs (failure counts, known statuses) is dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
@@ -180,6 +184,7 @@ pub async fn run(
             ctx.status.retain(exists);
         }
     };
+    let shard = follow_shard(Arc::clone(&ctx), cj_reader.clone());
     let background_stop = CancellationToken::new();
     let background = tokio::spawn(background.run(background_stop.clone()));
     // Each branch is boxed: their state machines are large, and polling them inline nests
@@ -190,6 +195,7 @@ pub async fn run(
         () = prune => {},
         () = Box::pin(cronjobs) => {},
         () = Box::pin(jobs) => {},
+        () = Box::pin(shard) => {},
     }
     background_stop.cancel();
     let _ = background.await;
@@ -198,6 +204,69 @@ pub async fn run(
     } else {
         Err(Stopped("CronJob"))
     }
+}
+
+/// Follow the shard assignment (`--sharding`): on every change, reconcile at once the CronJobs
+/// that became ours (a slot that fell due while their previous owner was gone runs now, within
+/// its deadline) and log how many moved; every few seconds, count the CronJobs this replica
+/// schedules for `kronjob_shard_cronjobs`. Never returns.
+async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
+    let mut view = ctx.shard.clone();
+    let mut previous = view.current();
+    let mut tick = tokio::time::interval(SHARD_GAUGE_EVERY);
+    loop {
+        tokio::select! {
+            next = view.changed() => {
+                rebalance(&ctx, &cronjobs, previous.as_deref(), &next);
+                previous = Some(next);
+            }
+            _ = tick.tick() => {}
+        }
+        let owned = cronjobs.state().iter().filter(|cj| ctx.owns(cj)).count();
+        ctx.shard
+            .metrics
+            .cronjobs
+            .set(i64::try_from(owned).unwrap_or(i64::MAX));
+    }
+}
+
+/// Compare who owns each cached CronJob before and after a reassignment; reconcile the gained
+/// ones now and log the counts.
+fn rebalance(
+    ctx: &Context,
+    cronjobs: &reflector::Store<CronJob>,
+    previous: Option<&shard::Assignment>,
+    next: &shard::Assignment,
+) {
+    let (mut owned, mut gained, mut lost) = (0usize, 0usize, 0usize);
+    for cj in cronjobs.state() {
+        let key = shard::key(
+            cj.metadata.namespace.as_deref().unwrap_or_default(),
+            cj.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let was = previous.is_some_and(|p| p.owns(&key));
+        let is = next.owns(&key);
+        owned += usize::from(is);
+        match (was, is) {
+            (false, true) => {
+                gained += 1;
+                let _ = ctx
+                    .reconcile
+                    .unbounded_send(ObjectRef::from_obj(cj.as_ref()));
+            }
+            (true, false) => lost += 1,
+            _ => {}
+        }
+    }
+    tracing::info!(
+        members = next.members().len(),
+        member = next.is_member(),
+        owned,
+        gained,
+        lost,
+        moved = gained + lost,
+        "rebalanced"
+    );
 }
 
 /// Drive `stream`, sending what it yields to `tx` and logging its errors (throttled).

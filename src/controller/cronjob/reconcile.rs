@@ -50,8 +50,13 @@ impl Error {
     }
 }
 
-/// Reconcile one CronJob: observe, plan, apply, and write status once if it changed.
+/// Reconcile one CronJob: observe, plan, apply, and write status once if it changed. A
+/// CronJob another replica schedules (`--sharding`) is left alone: it is reconciled again
+/// when it becomes ours.
 pub async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.owns(&cj) {
+        return Ok(Action::await_change());
+    }
     let started = Instant::now();
     ctx.metrics.reconciles.inc();
     let result = reconcile_inner(Arc::clone(&cj), &ctx).await;

@@ -35,12 +35,27 @@ struct Harness {
 
 impl Harness {
     fn new(jobs: Vec<k8s_openapi::api::batch::v1::Job>) -> (Self, Script) {
-        Self::with_config(jobs, PlanConfig::default())
+        Self::build(jobs, PlanConfig::default(), Default::default())
     }
 
     fn with_config(
         jobs: Vec<k8s_openapi::api::batch::v1::Job>,
         config: PlanConfig,
+    ) -> (Self, Script) {
+        Self::build(jobs, config, Default::default())
+    }
+
+    fn with_shard(
+        jobs: Vec<k8s_openapi::api::batch::v1::Job>,
+        shard: crate::controller::shard::ShardView,
+    ) -> (Self, Script) {
+        Self::build(jobs, PlanConfig::default(), shard)
+    }
+
+    fn build(
+        jobs: Vec<k8s_openapi::api::batch::v1::Job>,
+        config: PlanConfig,
+        shard: crate::controller::shard::ShardView,
     ) -> (Self, Script) {
         let (client, script) = mock_client();
         let (index, mut writer) = owner_index();
@@ -55,6 +70,7 @@ impl Harness {
             scope: Default::default(),
             instance: None,
             gate: Default::default(),
+            shard,
         };
         let metrics = ReconcilerMetrics::new(&mut Default::default());
         let (ctx, background, requests) = Context::new(&shared, metrics, config, index);
@@ -180,6 +196,32 @@ async fn the_slot_job_is_created_first_then_event_and_one_status_write() {
     // From the clock (10:01:00) to the slot (10:00:00), measured when the create returned.
     assert!(out.contains("skew_seconds_sum 60.0"), "{out}");
     assert!(out.contains("skew_seconds_count 1"), "{out}");
+}
+
+#[tokio::test]
+async fn sharded_a_cronjob_another_replica_schedules_is_left_alone() {
+    use crate::controller::shard::{Assignment, ShardView};
+    let members = ["kronjob-a", "kronjob-b"].map(String::from);
+    let owner = Assignment::new("", members.clone())
+        .owner("ns/cj")
+        .expect("an owner")
+        .to_string();
+    let other = members.iter().find(|m| **m != owner).expect("two");
+    for me in [other.as_str(), "not-yet-a-member"] {
+        let (_publish, view) =
+            tokio::sync::watch::channel(Arc::new(Assignment::new(me, members.clone())));
+        let shard = ShardView::sharded(view, Default::default());
+        let (h, script) = Harness::with_shard(vec![], shard);
+        let server = script.run(vec![]);
+        let action = h.reconcile(cronjob("0 * * * *")).await.expect("reconcile");
+        assert_eq!(action, Action::await_change(), "{me}");
+        assert_eq!(
+            h.ctx.metrics.reconciles.get(),
+            0,
+            "not counted as a reconcile"
+        );
+        h.verdict(server).await;
+    }
 }
 
 #[tokio::test]

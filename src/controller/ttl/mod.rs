@@ -18,6 +18,10 @@
 //! watch, delete; `events.k8s.io` `events` create, patch (Warning Events on bad annotations).
 //! Scope `owned` watches only Jobs labelled `batch.kronjob.dev/cronjob` (any value) and then
 //! requires the controller owner reference; a Job whose label was removed is not handled.
+//!
+//! With `--sharding`, a replica deletes only the expired Jobs of the CronJobs it schedules
+//! (Jobs without a controlling CronJob, and Pods, by their own name); it looks at the others
+//! again after [`NOT_OURS_RECHECK`], in case their replica died.
 
 pub mod decision;
 mod metrics;
@@ -48,6 +52,7 @@ use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
 use crate::clock::Clock;
 use crate::controller::backoff::{self, Failures};
 use crate::controller::jobs;
+use crate::controller::shard::{self, ShardView};
 use crate::controller::{Shared, Stopped};
 use decision::{DecisionError, TtlState};
 pub use metrics::{ObjectKind, TtlMetrics};
@@ -55,6 +60,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Reconciles (and so API calls) in flight at once, over all watched kinds and namespaces.
 pub const CONCURRENCY: u16 = 8;
+/// An expired object another replica handles (`--sharding`) is looked at again after this
+/// (the shard lease duration): if that replica died meanwhile, the object is ours by then.
+pub const NOT_OURS_RECHECK: Duration = Duration::from_secs(15);
 /// Bound of the warned-Pods map.
 const WARNED_CAP: usize = 10_000;
 /// Pod phases that are not terminal; everything else is worth watching.
@@ -194,6 +202,8 @@ trait TtlObject:
     fn watch_config(scope: TtlScope) -> watcher::Config;
     /// Drop what the decision never reads, before the object enters the cache.
     fn slim(&mut self);
+    /// The key it is assigned to a replica by (`--sharding`).
+    fn shard_key(&self) -> String;
 }
 
 impl TtlObject for Job {
@@ -237,6 +247,11 @@ impl TtlObject for Job {
     fn slim(&mut self) {
         jobs::slim(self);
     }
+
+    fn shard_key(&self) -> String {
+        // With the CronJob that controls it: one replica handles a CronJob and its Jobs.
+        shard::job_key(self)
+    }
 }
 
 impl TtlObject for Pod {
@@ -278,6 +293,13 @@ impl TtlObject for Pod {
         }
         self.spec = Some(PodSpec::default());
     }
+
+    fn shard_key(&self) -> String {
+        shard::key(
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+            self.metadata.name.as_deref().unwrap_or_default(),
+        )
+    }
 }
 
 /// Everything a reconcile touches.
@@ -297,6 +319,8 @@ struct Context {
     log: crate::telemetry::Throttle,
     /// Pods (by UID) already warned about, with the bad value warned about.
     warned: Mutex<HashMap<String, String>>,
+    /// Which objects this replica handles (all without `--sharding`).
+    shard: ShardView,
 }
 
 impl Debug for Context {
@@ -324,7 +348,13 @@ impl Context {
             failures: Failures::default(),
             log: crate::telemetry::Throttle::default(),
             warned: Mutex::default(),
+            shard: shared.shard.clone(),
         }
+    }
+
+    /// Whether this replica handles `obj` (always without `--sharding`).
+    fn owns<K: TtlObject>(&self, obj: &K) -> bool {
+        !self.shard.is_sharded() || self.shard.owns(&obj.shard_key())
     }
 
     fn forget_warning<K: TtlObject>(&self, obj: &K) {
@@ -378,6 +408,10 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
         TtlState::Wait(remaining) => return Ok(wait(obj, now, remaining)),
         TtlState::Error(source) => return undecidable(obj, ctx, &namespace, source).await,
         TtlState::Expired { .. } => {}
+    }
+    if !ctx.owns(obj) {
+        // Another replica deletes it; should that replica die, it is ours by the next look.
+        return Ok(Action::requeue(NOT_OURS_RECHECK));
     }
 
     // Expired according to the cache: decide again on a fresh copy before deleting, once the

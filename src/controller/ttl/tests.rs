@@ -30,6 +30,10 @@ struct Harness {
 
 impl Harness {
     fn new(scope: TtlScope) -> Self {
+        Self::with_shard(scope, Default::default())
+    }
+
+    fn with_shard(scope: TtlScope, shard: ShardView) -> Self {
         let (client, script) = mock_client();
         let clock = Arc::new(FixedClock::new(ts(NOW)));
         let mut registry = Registry::default();
@@ -40,6 +44,7 @@ impl Harness {
             scope: Default::default(),
             instance: None,
             gate: Default::default(),
+            shard,
         };
         let ctx = Arc::new(Context::new(&shared, metrics, scope));
         Self {
@@ -144,6 +149,44 @@ async fn expired_job_is_read_fresh_then_deleted_foreground_with_the_fresh_uid() 
         metrics.contains(r#"kronjob_ttl_deletion_delay_seconds_bucket{le="1.6",kind="job"} 0"#),
         "{metrics}"
     );
+}
+
+/// A sharded view of replica `me` among `members`.
+fn sharded(me: &str, members: &[&str]) -> ShardView {
+    let assignment = shard::Assignment::new(me, members.iter().map(|m| m.to_string()));
+    let (_publish, view) = tokio::sync::watch::channel(Arc::new(assignment));
+    ShardView::sharded(view, Default::default())
+}
+
+#[tokio::test]
+async fn sharded_an_expired_job_is_deleted_by_the_replica_of_its_cronjob_only() {
+    let members = ["kronjob-a", "kronjob-b"];
+    let owner = shard::Assignment::new("", members.map(String::from))
+        .owner("ns/cron")
+        .expect("an owner")
+        .to_string();
+    let other = members.into_iter().find(|m| *m != owner).expect("two");
+    let expired = || job(job_json("u", 0, NOW));
+
+    // Not ours: no request, looked at again later (in case the owner dies).
+    let mut h = Harness::with_shard(TtlScope::Owned, sharded(other, &members));
+    let verifier = h.expect(vec![]);
+    let action = reconcile::<Job>(Arc::new(expired()), h.ctx.clone()).await;
+    assert_eq!(
+        action.expect("reconcile"),
+        Action::requeue(NOT_OURS_RECHECK)
+    );
+    h.finish(verifier).await;
+
+    // Ours: deleted as without sharding.
+    let mut h = Harness::with_shard(TtlScope::Owned, sharded(&owner, &members));
+    let verifier = h.expect(vec![
+        Expect::get(JOB_PATH).ok(job_json("u", 0, NOW)),
+        Expect::delete(JOB_PATH).body(foreground("u")),
+    ]);
+    let action = reconcile::<Job>(Arc::new(expired()), h.ctx.clone()).await;
+    assert_eq!(action.expect("reconcile"), Action::await_change());
+    h.finish(verifier).await;
 }
 
 #[tokio::test]
@@ -476,6 +519,7 @@ async fn run_returns_at_once_when_everything_is_off() {
         scope: Default::default(),
         instance: None,
         gate: Default::default(),
+        shard: Default::default(),
     };
     let result = tokio::time::timeout(
         Duration::from_secs(1),
@@ -530,6 +574,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         },
         instance: None,
         gate: Default::default(),
+        shard: Default::default(),
     };
     let controller = tokio::spawn(run(shared, args, metrics, stop.clone()));
 

@@ -6,8 +6,8 @@
 //! the Service's DNS names. The serving certificate is re-issued 30 days before expiry with the
 //! same CA, so the `caBundle` does not change; the CA is replaced 60 days before its own
 //! expiry, and the bundle then carries the new and the old CA so that replicas still serving
-//! the old pair stay trusted. The `caBundle` of [`MUTATING_CONFIG`] and [`VALIDATING_CONFIG`]
-//! is kept equal to the Secret's `ca.crt`.
+//! the old pair stay trusted. The `caBundle` of the two webhook configurations (by default
+//! [`MUTATING_CONFIG`] and [`VALIDATING_CONFIG`]) is kept equal to the Secret's `ca.crt`.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -29,9 +29,9 @@ use rcgen::{
 use super::CertError;
 use crate::webhook::tls;
 
-/// Name of our MutatingWebhookConfiguration.
+/// Default name of our MutatingWebhookConfiguration (`--webhook-mutating-configuration`).
 pub const MUTATING_CONFIG: &str = "kronjob-mutating";
-/// Name of our ValidatingWebhookConfiguration.
+/// Default name of our ValidatingWebhookConfiguration (`--webhook-validating-configuration`).
 pub const VALIDATING_CONFIG: &str = "kronjob-validating";
 /// How often the Secret and the caBundles are checked.
 pub const CHECK_INTERVAL: Duration = Duration::from_secs(300);
@@ -283,6 +283,8 @@ pub struct SelfSigned {
     namespace: String,
     secret: String,
     names: Vec<String>,
+    mutating: String,
+    validating: String,
 }
 
 impl std::fmt::Debug for SelfSigned {
@@ -291,6 +293,8 @@ impl std::fmt::Debug for SelfSigned {
             .field("namespace", &self.namespace)
             .field("secret", &self.secret)
             .field("names", &self.names)
+            .field("mutating", &self.mutating)
+            .field("validating", &self.validating)
             .finish_non_exhaustive()
     }
 }
@@ -303,7 +307,17 @@ impl SelfSigned {
             namespace: namespace.to_string(),
             secret: format!("{service}-self-signed"),
             names: dns_names(service, namespace),
+            mutating: MUTATING_CONFIG.to_string(),
+            validating: VALIDATING_CONFIG.to_string(),
         }
+    }
+
+    /// Keep the caBundle of these webhook configurations current instead of
+    /// [`MUTATING_CONFIG`] and [`VALIDATING_CONFIG`] (each release names its own).
+    pub fn with_configurations(mut self, mutating: &str, validating: &str) -> Self {
+        self.mutating = mutating.to_string();
+        self.validating = validating.to_string();
+        self
     }
 
     /// Get or create the Secret, renew what is due, and bring the caBundles up to date.
@@ -354,14 +368,14 @@ impl SelfSigned {
         let want = ByteString(ca_pem.as_bytes().to_vec());
         sync_ca_bundle(
             &Api::<MutatingWebhookConfiguration>::all(self.client.clone()),
-            MUTATING_CONFIG,
+            &self.mutating,
             &want,
             mutating_clients,
         )
         .await?;
         sync_ca_bundle(
             &Api::<ValidatingWebhookConfiguration>::all(self.client.clone()),
-            VALIDATING_CONFIG,
+            &self.validating,
             &want,
             validating_clients,
         )

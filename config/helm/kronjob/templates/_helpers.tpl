@@ -39,3 +39,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- define "kronjob.certName" -}}
 {{ include "kronjob.fullname" . }}-webhook-cert
 {{- end }}
+
+{{- /* Names every release derives from its own, so that releases coexist. */ -}}
+{{- define "kronjob.mutatingConfiguration" -}}
+{{ include "kronjob.fullname" . }}-mutating
+{{- end }}
+
+{{- define "kronjob.validatingConfiguration" -}}
+{{ include "kronjob.fullname" . }}-validating
+{{- end }}
+
+{{- define "kronjob.leaderLease" -}}
+{{ include "kronjob.fullname" . }}-leader
+{{- end }}

@@ -1,0 +1,374 @@
+//! Active-active replicas (`--sharding`) on the simulated API server, under paused time: each
+//! replica holds its shard Lease and runs the CronJob controller for its share.
+//!
+//! - together they schedule every CronJob once per slot, each replica about a third;
+//! - a replica that dies loses its share once its Lease expires: the slot that fell due in
+//!   between runs late (within the lease duration), once, and no other slot is touched;
+//! - a replica that stops releases its Lease and its share runs on time; a replica that joins
+//!   takes about a quarter, and every slot still runs once;
+//! - a replica that cannot renew its Lease drops itself, and rejoins when it can.
+//!
+//! `measure_3000_cronjobs` (ignored; `--ignored --nocapture`) prints the figures at 3,000.
+
+#[path = "support/mod.rs"]
+mod support;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use jiff::Timestamp;
+use k8s_openapi::api::coordination::v1::Lease;
+use kronjob::clock::Clock;
+use kronjob::controller::cronjob::{self, ReconcilerArgs, ReconcilerMetrics};
+use kronjob::controller::shard::{self as assignment, Assignment, ShardMetrics, ShardView};
+use kronjob::controller::{Scope, Shared, Stopped};
+use kronjob::manager::shard::{ShardConfig, membership};
+use kronjob_apisim::{ApiSim, CostModel, Resource};
+use kube::Api;
+use support::fixtures::t;
+use support::sim::{TokioClock, cronjob_json, record_calls, sim_clock};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+use tokio_util::sync::CancellationToken;
+
+const NAMESPACE: &str = "kronjob-system";
+/// Half a minute before the 10:01 slot; every CronJob last ran at 10:00.
+const START: &str = "2024-01-01T10:00:30Z";
+
+/// One replica: its membership and its CronJob controller.
+struct Replica {
+    name: String,
+    stop: CancellationToken,
+    released: CancellationToken,
+    controller: JoinHandle<Result<(), Stopped>>,
+    membership: JoinHandle<()>,
+    metrics: ShardMetrics,
+}
+
+fn replica(sim: &ApiSim, clock: Arc<TokioClock>, name: &str) -> Replica {
+    let metrics = ShardMetrics::default();
+    let (publish, assignment) = watch::channel(Arc::new(Assignment::default()));
+    let released = CancellationToken::new();
+    let config = ShardConfig {
+        group: "kronjob".into(),
+        namespace: NAMESPACE.into(),
+        identity: name.into(),
+        duration: Duration::from_secs(15),
+    };
+    let membership = tokio::spawn(membership(
+        Api::<Lease>::namespaced(sim.client(), NAMESPACE),
+        config,
+        clock.clone(),
+        publish,
+        metrics.clone(),
+        released.clone(),
+    ));
+    let shared = Shared {
+        client: sim.client(),
+        clock,
+        scope: Scope::default(),
+        instance: Some(name.into()),
+        gate: Default::default(),
+        shard: ShardView::sharded(assignment, metrics.clone()),
+    };
+    let args = ReconcilerArgs {
+        concurrency: 16,
+        default_job_ttl: None,
+    };
+    let stop = CancellationToken::new();
+    let controller = tokio::spawn(cronjob::run(
+        shared,
+        args,
+        ReconcilerMetrics::new(&mut Default::default()),
+        || {},
+        stop.clone(),
+    ));
+    Replica {
+        name: name.into(),
+        stop,
+        released,
+        controller,
+        membership,
+        metrics,
+    }
+}
+
+impl Replica {
+    /// SIGTERM: the controller drains, then the Lease is released.
+    async fn stop(self) {
+        self.stop.cancel();
+        let _ = self.controller.await;
+        self.released.cancel();
+        let _ = self.membership.await;
+    }
+
+    /// Killed: no word to anyone.
+    async fn crash(self) {
+        self.controller.abort();
+        self.membership.abort();
+        let _ = self.controller.await;
+        let _ = self.membership.await;
+    }
+}
+
+fn seed(sim: &ApiSim, n: usize) -> Vec<String> {
+    (0..n)
+        .map(|i| {
+            let name = format!("cj-{i:04}");
+            sim.insert(cronjob_json(
+                "load",
+                &name,
+                "* * * * *",
+                "2024-01-01T09:00:00Z",
+                Some("2024-01-01T10:00:00Z"),
+            ));
+            name
+        })
+        .collect()
+}
+
+fn owners(members: &[&str], cronjobs: &[String]) -> Vec<String> {
+    let a = Assignment::new("", members.iter().map(|m| m.to_string()));
+    cronjobs
+        .iter()
+        .map(|cj| {
+            a.owner(&assignment::key("load", cj))
+                .expect("owner")
+                .to_string()
+        })
+        .collect()
+}
+
+fn minute(at: &str) -> i64 {
+    t(at).as_second() / 60
+}
+
+/// When the Job of `cj` for `slot` was created (successful creates), by CronJob.
+fn created(sim: &ApiSim, slot: &str) -> BTreeMap<String, Vec<Timestamp>> {
+    let suffix = format!("-{}", minute(slot));
+    let mut by_cj: BTreeMap<String, Vec<Timestamp>> = BTreeMap::new();
+    for r in sim.requests() {
+        if r.verb == "create"
+            && r.resource == "jobs"
+            && r.status == 201
+            && let Some(cj) = r.name.as_deref().and_then(|n| n.strip_suffix(&suffix))
+        {
+            by_cj.entry(cj.to_string()).or_default().push(r.at);
+        }
+    }
+    by_cj
+}
+
+/// Every CronJob ran `slot` exactly once; the latest creation, seconds after the slot, of
+/// `late` CronJobs and of the others.
+fn once_each(sim: &ApiSim, cronjobs: &[String], slot: &str, late: &[bool]) -> (f64, f64) {
+    let runs = created(sim, slot);
+    let (mut worst_late, mut worst_other) = (0.0f64, 0.0f64);
+    for (cj, late) in cronjobs.iter().zip(late) {
+        let at = runs.get(cj).map(Vec::as_slice).unwrap_or_default();
+        assert_eq!(at.len(), 1, "{cj}: slot {slot} ran {} times", at.len());
+        let after = at[0].duration_since(t(slot)).as_secs_f64();
+        if *late {
+            worst_late = worst_late.max(after);
+        } else {
+            worst_other = worst_other.max(after);
+        }
+    }
+    (worst_late, worst_other)
+}
+
+fn shard_gauges(replicas: &[&Replica]) -> Vec<(String, i64, i64)> {
+    replicas
+        .iter()
+        .map(|r| {
+            (
+                r.name.clone(),
+                r.metrics.cronjobs.get(),
+                r.metrics.members.get(),
+            )
+        })
+        .collect()
+}
+
+fn now(clock: &TokioClock) -> Timestamp {
+    clock.now()
+}
+
+/// Three replicas, settled; returns the simulator, the clock, the CronJobs and the replicas.
+async fn three(n: usize) -> (ApiSim, Arc<TokioClock>, Vec<String>, [Replica; 3]) {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    let cronjobs = seed(&sim, n);
+    let replicas = ["kronjob-a", "kronjob-b", "kronjob-c"].map(|r| replica(&sim, clock.clone(), r));
+    // 10:00:40: the group formed, the caches synced and the gauges counted.
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    let gauges = shard_gauges(&replicas.iter().collect::<Vec<_>>());
+    let total: i64 = gauges.iter().map(|g| g.1).sum();
+    assert_eq!(total, n as i64, "every CronJob has one replica: {gauges:?}");
+    for (name, owned, members) in &gauges {
+        assert_eq!(*members, 3, "{name}");
+        let fair = n as f64 / 3.0;
+        assert!(
+            (*owned as f64 - fair).abs() <= 0.15 * fair,
+            "{name} schedules {owned} of {n}"
+        );
+    }
+    (sim, clock, cronjobs, replicas)
+}
+
+/// A replica dies at 10:00:52 and one joins at 10:01:30: report and check. `skew` bounds how
+/// late (seconds) the slots of CronJobs that did not move run: at 3,000 the simulated API's
+/// write throughput, shared by the replicas, spreads a slot's creates over about a second.
+async fn die_and_join(n: usize, skew: f64) {
+    let (sim, clock, cronjobs, [a, b, c]) = three(n).await;
+    let before = owners(&["kronjob-a", "kronjob-b", "kronjob-c"], &cronjobs);
+    // 10:00:52, two seconds after its last renewal: its Lease expires at 10:01:05.
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    let died = now(&clock);
+    b.crash().await;
+    // Through the 10:01 slot, past the dead replica's lease.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let orphaned: Vec<bool> = before.iter().map(|o| o == "kronjob-b").collect();
+    let moved_on_death = orphaned.iter().filter(|o| **o).count();
+    let (late, on_time) = once_each(&sim, &cronjobs, "2024-01-01T10:01:00Z", &orphaned);
+    let gauges = shard_gauges(&[&a, &c]);
+    assert_eq!(
+        gauges.iter().map(|g| g.1).sum::<i64>(),
+        n as i64,
+        "{gauges:?}"
+    );
+    let counts_death = sim.counts();
+    record_calls(&sim);
+    sim.clear_requests();
+
+    // 10:01:30: a new replica joins.
+    let d = replica(&sim, clock.clone(), "kronjob-d");
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let after = owners(&["kronjob-a", "kronjob-c", "kronjob-d"], &cronjobs);
+    let survivors = owners(&["kronjob-a", "kronjob-c"], &cronjobs);
+    let moved: Vec<bool> = survivors.iter().zip(&after).map(|(s, a)| s != a).collect();
+    let moved_on_join = moved.iter().filter(|m| **m).count();
+    assert!(
+        after
+            .iter()
+            .zip(&survivors)
+            .all(|(a, s)| a == s || a == "kronjob-d")
+    );
+    let (joined_skew, others_skew) = once_each(&sim, &cronjobs, "2024-01-01T10:02:00Z", &moved);
+    let gauges_join = shard_gauges(&[&a, &c, &d]);
+    assert_eq!(
+        gauges_join.iter().map(|g| g.1).sum::<i64>(),
+        n as i64,
+        "{gauges_join:?}"
+    );
+    let counts_join = sim.counts();
+    record_calls(&sim);
+
+    println!(
+        "{n} CronJobs, 3 replicas; kronjob-b killed at {died}:\n  \
+         moved: {moved_on_death} (only kronjob-b's); its 10:01 slot ran at most {late:.1} s late, \
+         the others' at most {on_time:.2} s\n  gauges after: {gauges:?}\n  requests by verb \
+         (10:00:30-10:01:30, incl. start): {counts_death:?}"
+    );
+    println!(
+        "  kronjob-d joined at 10:01:30: moved {moved_on_join} (all to kronjob-d, fair {}); \
+         10:02 slot: moved ones at most {joined_skew:.2} s late, others {others_skew:.2} s\n  \
+         gauges after: {gauges_join:?}\n  requests by verb (10:01:30-10:02:30): {counts_join:?}",
+        n / 3
+    );
+    // The dead replica's lease: 15 s from its last renewal (at most 5 s before the crash).
+    assert!(late <= 16.0, "orphaned slot ran {late} s late");
+    assert!(
+        late >= 1.0,
+        "orphaned CronJobs ran before the lease expired"
+    );
+    assert!(on_time <= skew, "other CronJobs {on_time} s late");
+    let fair = n as f64 / 3.0;
+    assert!(
+        (moved_on_join as f64 - fair).abs() <= 0.2 * fair,
+        "{moved_on_join}"
+    );
+    assert!(
+        joined_skew <= skew && others_skew <= skew,
+        "{joined_skew} {others_skew}"
+    );
+    for r in [a, c, d] {
+        r.stop().await;
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_dead_replica_s_share_runs_late_once_and_a_new_one_takes_a_quarter() {
+    die_and_join(300, 1.0).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stopping_replica_releases_its_share_and_its_slots_run_on_time() {
+    let (sim, _clock, cronjobs, [a, b, c]) = three(150).await;
+    let before = owners(&["kronjob-a", "kronjob-b", "kronjob-c"], &cronjobs);
+    tokio::time::sleep(Duration::from_secs(15)).await;
+    // 10:00:55: SIGTERM.
+    b.stop().await;
+    let leases = sim.list(&Resource::leases(), Some(NAMESPACE));
+    let names: Vec<&str> = leases
+        .iter()
+        .filter_map(|l| l["metadata"]["name"].as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["kronjob-shard-kronjob-a", "kronjob-shard-kronjob-c"]
+    );
+    assert!(
+        leases
+            .iter()
+            .all(|l| l["metadata"]["labels"]["batch.kronjob.dev/shard-group"] == "kronjob")
+    );
+    tokio::time::sleep(Duration::from_secs(20)).await;
+    let handed: Vec<bool> = before.iter().map(|o| o == "kronjob-b").collect();
+    let (handed_over, others) = once_each(&sim, &cronjobs, "2024-01-01T10:01:00Z", &handed);
+    println!("graceful stop: its share ran {handed_over:.2} s late, the others {others:.2} s");
+    assert!(
+        handed_over <= 1.0 && others <= 1.0,
+        "{handed_over} {others}"
+    );
+    let gauges = shard_gauges(&[&a, &c]);
+    assert_eq!(gauges.iter().map(|g| g.1).sum::<i64>(), 150, "{gauges:?}");
+    assert!(gauges.iter().all(|g| g.2 == 2), "{gauges:?}");
+    record_calls(&sim);
+    a.stop().await;
+    c.stop().await;
+}
+
+#[tokio::test(start_paused = true)]
+#[ignore = "a measurement: cargo test --test sharding -- --ignored --nocapture"]
+async fn measure_3000_cronjobs() {
+    die_and_join(3000, 3.0).await;
+}
+
+/// A replica that cannot renew its Lease for a whole duration (the API server is unreachable)
+/// drops itself, so it schedules nothing while the others would take its share; it rejoins
+/// once the API server answers again.
+#[tokio::test(start_paused = true)]
+async fn a_replica_that_cannot_renew_drops_itself_and_rejoins() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    seed(&sim, 20);
+    let a = replica(&sim, clock, "kronjob-a");
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    assert_eq!(shard_gauges(&[&a]), [("kronjob-a".to_string(), 20, 1)]);
+    sim.set_down(true);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(
+        a.metrics.members.get(),
+        1,
+        "still a member within the lease duration"
+    );
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(shard_gauges(&[&a]), [("kronjob-a".to_string(), 0, 0)]);
+    sim.set_down(false);
+    tokio::time::sleep(Duration::from_secs(12)).await;
+    assert_eq!(shard_gauges(&[&a]), [("kronjob-a".to_string(), 20, 1)]);
+    record_calls(&sim);
+    a.stop().await;
+}
