@@ -16,6 +16,7 @@ pub mod cli;
 pub mod clock;
 pub mod controller;
 pub mod duration;
+pub mod hash;
 pub mod manager;
 pub mod metrics;
 pub mod net;

@@ -1,7 +1,7 @@
 //! Which replica schedules which CronJob when several replicas share the work (`--sharding`).
 //!
 //! Assignment is rendezvous hashing (highest random weight): every member scores every key
-//! with a hash of `member \0 key`, and the highest score owns the key. It needs no state beyond
+//! with a hash of `member` and `key`, and the highest score owns the key. It needs no state beyond
 //! the member list, every replica computes the same owner from the same members, and a
 //! membership change moves only what must move: the keys of a member that left (spread over
 //! the others), or about `1/n` of the keys to a member that joined, each from whoever held it.
@@ -41,22 +41,10 @@ pub fn job_key(job: &Job) -> String {
     )
 }
 
-/// FNV-1a, 64 bits.
-fn fnv1a(parts: &[&[u8]]) -> u64 {
-    let mut hash: u64 = 0xcbf2_9ce4_8422_2325;
-    for part in parts {
-        for byte in *part {
-            hash ^= u64::from(*byte);
-            hash = hash.wrapping_mul(0x0000_0100_0000_01b3);
-        }
-    }
-    hash
-}
-
-/// The score of `member` for `key`: FNV-1a of `member \0 key`, then a finalizer (SplitMix64's)
-/// so that keys differing in their last characters spread evenly.
+/// The score of `member` for `key`: [FNV-1a](crate::hash::fnv1a64) of `member` and `key`, then
+/// a finalizer (SplitMix64's) so that keys differing in their last characters spread evenly.
 pub fn score(member: &str, key: &str) -> u64 {
-    let mut z = fnv1a(&[member.as_bytes(), &[0], key.as_bytes()]);
+    let mut z = crate::hash::fnv1a64(&[member.as_bytes(), key.as_bytes()]);
     z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
     z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
     z ^ (z >> 31)
