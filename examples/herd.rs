@@ -104,7 +104,7 @@ async fn main() {
         let minute = at.as_second() / 60;
         let mut skews: Vec<f64> = requests
             .iter()
-            .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201)
+            .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201 && !r.dry_run)
             .filter(|r| {
                 r.name
                     .as_deref()

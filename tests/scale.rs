@@ -194,7 +194,7 @@ async fn after_an_api_outage_the_missed_slot_runs_at_once_and_the_next_ones_on_t
     let created = |name: &str| -> Vec<jiff::Timestamp> {
         requests
             .iter()
-            .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201)
+            .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201 && !r.dry_run)
             .filter(|r| r.name.as_deref() == Some(name))
             .map(|r| r.at)
             .collect()

@@ -144,7 +144,7 @@ fn minute(at: &str) -> i64 {
     t(at).as_second() / 60
 }
 
-/// When the Job of `cj` for `slot` was created (successful creates), by CronJob.
+/// When the Job of `cj` for `slot` was created (successful creates, not dry runs), by CronJob.
 fn created(sim: &ApiSim, slot: &str) -> BTreeMap<String, Vec<Timestamp>> {
     let suffix = format!("-{}", minute(slot));
     let mut by_cj: BTreeMap<String, Vec<Timestamp>> = BTreeMap::new();
@@ -152,6 +152,7 @@ fn created(sim: &ApiSim, slot: &str) -> BTreeMap<String, Vec<Timestamp>> {
         if r.verb == "create"
             && r.resource == "jobs"
             && r.status == 201
+            && !r.dry_run
             && let Some(cj) = r.name.as_deref().and_then(|n| n.strip_suffix(&suffix))
         {
             by_cj.entry(cj.to_string()).or_default().push(r.at);

@@ -168,9 +168,11 @@ pub struct RequestRecord {
 }
 
 impl RequestRecord {
-    /// `"{verb} {resource}"`, the key of [`ApiSim::counts`].
+    /// `"{verb} {resource}"`, the key of [`ApiSim::counts`]; a dry run is counted apart, as
+    /// `"{verb} {resource} (dry run)"`.
     pub fn key(&self) -> String {
-        format!("{} {}", self.verb, self.resource)
+        let dry = if self.dry_run { " (dry run)" } else { "" };
+        format!("{} {}{dry}", self.verb, self.resource)
     }
 
     /// How long it took to answer.
