@@ -133,8 +133,9 @@ struct Registered {
 }
 
 impl Registered {
-    fn new() -> Self {
+    fn new(health: &Arc<Health>) -> Self {
         let mut registry = Registry::default();
+        registry.register_collector(Box::new(health::LeaderGauge(Arc::clone(health))));
         Self {
             reconciler: ReconcilerMetrics::new(&mut registry),
             ttl: TtlMetrics::new(&mut registry),
@@ -175,12 +176,13 @@ impl Manager {
             tokio::time::sleep(delay).await;
             stop_servers.cancel();
         });
+        let metrics = Registered::new(&health);
         Self {
             client,
             shutdown,
             servers_stop,
             health,
-            metrics: Registered::new(),
+            metrics,
             tasks: JoinSet::new(),
         }
     }

@@ -101,6 +101,7 @@ impl Context {
             shared.gate.clone(),
             reconcile.clone(),
             metrics.outbox_dropped.clone(),
+            metrics.deleted(super::metrics::DELETED_HISTORY),
         );
         let status = StatusWriter::new(client.clone(), shared.gate.clone(), reconcile.clone());
         let ctx = Self {
