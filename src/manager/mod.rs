@@ -376,10 +376,9 @@ mod tests {
 
     use super::*;
 
-    /// Every sample name the manager exports: each family from its `# TYPE` line, with the
-    /// suffixes its type gives its samples. Labelled families appear once they have a child,
-    /// so each gets one.
-    fn exported() -> BTreeSet<String> {
+    /// Every metric family the manager exports, as `# TYPE` names it, with its type. Labelled
+    /// families appear once they have a child, so each gets one.
+    fn families() -> Vec<(String, String)> {
         let registered = Registered::new(&Health::new(false));
         registered
             .reconciler
@@ -393,13 +392,21 @@ mod tests {
             Duration::from_millis(1),
         );
         let text = registered.exposition.encode().expect("encode");
+        text.lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .map(|rest| {
+                let (name, kind) = rest.split_once(' ').expect("# TYPE name type");
+                (name.to_string(), kind.to_string())
+            })
+            .collect()
+    }
+
+    /// Every sample name the manager exports: each family with the suffixes its type gives
+    /// its samples.
+    fn exported() -> BTreeSet<String> {
         let mut names = BTreeSet::new();
-        for line in text.lines() {
-            let Some(rest) = line.strip_prefix("# TYPE ") else {
-                continue;
-            };
-            let (name, kind) = rest.split_once(' ').expect("# TYPE name type");
-            let suffixes: &[&str] = match kind {
+        for (name, kind) in families() {
+            let suffixes: &[&str] = match kind.as_str() {
                 "counter" => &["_total"],
                 "histogram" => &["_bucket", "_sum", "_count"],
                 _ => &[""],
@@ -407,6 +414,29 @@ mod tests {
             names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
         }
         names
+    }
+
+    /// The metric table of the README lists every family, as queried (counters with
+    /// `_total`), and nothing else.
+    #[test]
+    fn the_readme_documents_every_metric_once() {
+        let path = format!("{}/README.md", env!("CARGO_MANIFEST_DIR"));
+        let readme = std::fs::read_to_string(&path).expect("README.md");
+        let mut documented = Vec::new();
+        for row in readme.lines().filter(|l| l.starts_with("| `kronjob_")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            documented.push((cells[1].trim_matches('`').to_string(), cells[2].to_string()));
+        }
+        let mut want: Vec<(String, String)> = families()
+            .into_iter()
+            .map(|(name, kind)| match kind.as_str() {
+                "counter" => (format!("{name}_total"), kind),
+                _ => (name, kind),
+            })
+            .collect();
+        want.sort();
+        documented.sort();
+        assert_eq!(documented, want, "README metric table (name, type)");
     }
 
     /// The `kronjob_*` names in `text`.
