@@ -3,7 +3,8 @@
 //! a reconcile keeps no books and a deleted CronJob's series disappear with it. Only the
 //! replica whose controller runs (the leader) has a cache, so only it exports them.
 
-use std::sync::{Arc, RwLock};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock};
 
 use jiff::Timestamp;
 use kube::runtime::reflector::Store;
@@ -21,11 +22,12 @@ pub const DEFAULT_LIMIT: usize = 10_000;
 /// Name of the gauge of CronJobs left out by the limit.
 pub const OMITTED: &str = "kronjob_cronjob_series_omitted";
 
-/// One per-CronJob gauge: its name, help, and value (none: no sample for that CronJob).
+/// One per-CronJob gauge: its name, help, and value from the CronJob and its period (none: no
+/// sample for that CronJob).
 struct Gauge {
     name: &'static str,
     help: &'static str,
-    value: fn(&CronJob) -> Option<i64>,
+    value: fn(&CronJob, Option<i64>) -> Option<i64>,
 }
 
 /// Every per-CronJob gauge, in exposition order.
@@ -33,27 +35,27 @@ const GAUGES: [Gauge; 8] = [
     Gauge {
         name: "kronjob_cronjob_next_schedule_time_seconds",
         help: "status.nextScheduleTime, Unix seconds (absent while suspended or invalid)",
-        value: |cj| status_time(cj, |s| s.next_schedule_time.as_ref()),
+        value: |cj, _| status_time(cj, |s| s.next_schedule_time.as_ref()),
     },
     Gauge {
         name: "kronjob_cronjob_last_schedule_time_seconds",
         help: "status.lastScheduleTime, Unix seconds",
-        value: |cj| status_time(cj, |s| s.last_schedule_time.as_ref()),
+        value: |cj, _| status_time(cj, |s| s.last_schedule_time.as_ref()),
     },
     Gauge {
         name: "kronjob_cronjob_last_successful_time_seconds",
         help: "status.lastSuccessfulTime, Unix seconds",
-        value: |cj| status_time(cj, |s| s.last_successful_time.as_ref()),
+        value: |cj, _| status_time(cj, |s| s.last_successful_time.as_ref()),
     },
     Gauge {
         name: "kronjob_cronjob_last_failed_time_seconds",
         help: "status.lastFailureTime, Unix seconds",
-        value: |cj| status_time(cj, |s| s.last_failure_time.as_ref()),
+        value: |cj, _| status_time(cj, |s| s.last_failure_time.as_ref()),
     },
     Gauge {
         name: "kronjob_cronjob_created_time_seconds",
         help: "metadata.creationTimestamp, Unix seconds",
-        value: |cj| {
+        value: |cj, _| {
             cj.metadata
                 .creation_timestamp
                 .as_ref()
@@ -63,17 +65,17 @@ const GAUGES: [Gauge; 8] = [
     Gauge {
         name: "kronjob_cronjob_period_seconds",
         help: "Seconds from the next slot to the one after it (absent while there is no next slot)",
-        value: period,
+        value: |_, period| period,
     },
     Gauge {
         name: "kronjob_cronjob_active_jobs",
         help: "status.activeCount: Jobs of the CronJob still running",
-        value: |cj| Some(cj.status.as_ref().map_or(0, |s| i64::from(s.active_count))),
+        value: |cj, _| Some(cj.status.as_ref().map_or(0, |s| i64::from(s.active_count))),
     },
     Gauge {
         name: "kronjob_cronjob_suspended",
         help: "1 if spec.suspend is true, else 0",
-        value: |cj| Some(i64::from(cj.spec.is_suspended())),
+        value: |cj, _| Some(i64::from(cj.spec.is_suspended())),
     },
 ];
 
@@ -103,7 +105,20 @@ fn period(cj: &CronJob) -> Option<i64> {
 struct Source {
     store: Option<Store<CronJob>>,
     limit: usize,
+    /// Counts attachments, so a guard only detaches its own cache.
+    generation: u64,
 }
+
+/// What a CronJob's period depends on besides its name: recomputed only when one changes.
+#[derive(Debug, Clone, PartialEq)]
+struct PeriodInputs {
+    schedule: String,
+    time_zone: Option<String>,
+    next: Timestamp,
+}
+
+/// Periods by (namespace, name), from the last scrape.
+type Periods = HashMap<(String, String), (PeriodInputs, Option<i64>)>;
 
 /// The per-CronJob series: a [`Collector`] over whichever CronJob cache is attached. Cheap to
 /// clone (a shared handle); with no cache attached (a standby replica) it exports the
@@ -111,6 +126,9 @@ struct Source {
 #[derive(Debug, Clone, Default)]
 pub struct CronJobSeries {
     source: Arc<RwLock<Source>>,
+    /// Parsing a schedule costs far more than reading a status: periods are kept between
+    /// scrapes until the schedule, time zone or next slot changes.
+    periods: Arc<Mutex<Periods>>,
 }
 
 /// Detaches the cache from [`CronJobSeries`] when dropped (the controller stopped).
@@ -118,12 +136,15 @@ pub struct CronJobSeries {
 #[must_use = "the cache is detached when this is dropped"]
 pub struct Attached {
     source: Arc<RwLock<Source>>,
+    generation: u64,
 }
 
 impl Drop for Attached {
     fn drop(&mut self) {
         let mut source = self.source.write().unwrap_or_else(|e| e.into_inner());
-        source.store = None;
+        if source.generation == self.generation {
+            source.store = None;
+        }
     }
 }
 
@@ -132,12 +153,15 @@ impl CronJobSeries {
     /// until the returned guard is dropped.
     pub fn attach(&self, store: Store<CronJob>, limit: usize) -> Attached {
         let mut source = self.source.write().unwrap_or_else(|e| e.into_inner());
+        let generation = source.generation.wrapping_add(1);
         *source = Source {
             store: Some(store),
             limit,
+            generation,
         };
         Attached {
             source: Arc::clone(&self.source),
+            generation,
         }
     }
 
@@ -159,25 +183,54 @@ impl CronJobSeries {
         cronjobs.truncate(limit);
         (cronjobs, omitted)
     }
+
+    /// The period of each CronJob of `rows`, from the last scrape's when its inputs are the
+    /// same; the cache keeps only these CronJobs.
+    fn periods(&self, rows: &[(&str, &str, &CronJob)]) -> Vec<Option<i64>> {
+        let mut cache = self.periods.lock().unwrap_or_else(|e| e.into_inner());
+        let mut fresh = Periods::with_capacity(rows.len());
+        let periods = rows
+            .iter()
+            .map(|(namespace, name, cj)| {
+                let next = cj.status.as_ref()?.next_schedule_time.as_ref()?.0;
+                let inputs = PeriodInputs {
+                    schedule: cj.spec.schedule.clone(),
+                    time_zone: cj.spec.time_zone.clone(),
+                    next,
+                };
+                let key = ((*namespace).to_string(), (*name).to_string());
+                let value = match cache.remove(&key) {
+                    Some((seen, value)) if seen == inputs => value,
+                    _ => period(cj),
+                };
+                fresh.insert(key, (inputs, value));
+                value
+            })
+            .collect();
+        *cache = fresh;
+        periods
+    }
 }
 
 impl Collector for CronJobSeries {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         let (cronjobs, omitted) = self.snapshot();
-        let labelled: Vec<_> = cronjobs
+        let rows: Vec<_> = cronjobs
             .iter()
             .filter_map(|cj| {
                 let namespace = cj.metadata.namespace.as_deref()?;
                 let name = cj.metadata.name.as_deref()?;
-                Some(([("namespace", namespace), ("cronjob", name)], cj.as_ref()))
+                Some((namespace, name, cj.as_ref()))
             })
             .collect();
+        let periods = self.periods(&rows);
         for gauge in &GAUGES {
             let mut family =
                 encoder.encode_descriptor(gauge.name, gauge.help, None, MetricType::Gauge)?;
-            for (labels, cj) in &labelled {
-                if let Some(value) = (gauge.value)(cj) {
-                    ConstGauge::new(value).encode(family.encode_family(labels)?)?;
+            for ((namespace, name, cj), period) in rows.iter().zip(&periods) {
+                if let Some(value) = (gauge.value)(cj, *period) {
+                    let labels = [("namespace", *namespace), ("cronjob", *name)];
+                    ConstGauge::new(value).encode(family.encode_family(&labels)?)?;
                 }
             }
         }
@@ -301,10 +354,17 @@ kronjob_cronjob_series_omitted 0
         assert!(!out.contains("cronjob=\"hourly\""), "{out}");
         assert!(out.contains("kronjob_cronjob_series_omitted 1\n"), "{out}");
 
-        let _off = series.attach(store(sample()), 0);
+        let off = series.attach(store(sample()), 0);
         let out = encode(&series);
         assert!(!out.contains("cronjob=\""), "{out}");
         assert!(out.contains("kronjob_cronjob_series_omitted 2\n"), "{out}");
+
+        // A guard dropped after a newer attachment leaves the newer cache in place.
+        let newer = series.attach(store(sample()), DEFAULT_LIMIT);
+        drop(off);
+        assert!(encode(&series).contains("cronjob=\"hourly\""));
+        drop(newer);
+        assert!(!encode(&series).contains("cronjob=\""));
     }
 
     #[test]
@@ -320,6 +380,33 @@ kronjob_cronjob_series_omitted 0
             "descriptors stay: {out}"
         );
         assert!(out.contains("kronjob_cronjob_series_omitted 0\n"), "{out}");
+    }
+
+    #[test]
+    fn a_kept_period_is_recomputed_when_the_schedule_changes() {
+        let status = CronJobStatus {
+            next_schedule_time: Some(ts("2024-01-01T11:00:00Z")),
+            ..CronJobStatus::default()
+        };
+        let hourly = cronjob("n", "c", "0 * * * *", status.clone());
+        let series = CronJobSeries::default();
+        let line = |out: &str| {
+            out.lines()
+                .find(|l| l.starts_with("kronjob_cronjob_period_seconds{"))
+                .map(str::to_string)
+        };
+        let _attached = series.attach(store(vec![hourly.clone()]), DEFAULT_LIMIT);
+        let want = "kronjob_cronjob_period_seconds{namespace=\"n\",cronjob=\"c\"} 3600";
+        assert_eq!(line(&encode(&series)).as_deref(), Some(want));
+        assert_eq!(line(&encode(&series)).as_deref(), Some(want), "kept");
+        let every_five = cronjob("n", "c", "*/5 * * * *", status);
+        let _attached = series.attach(store(vec![every_five]), DEFAULT_LIMIT);
+        let want = "kronjob_cronjob_period_seconds{namespace=\"n\",cronjob=\"c\"} 300";
+        assert_eq!(line(&encode(&series)).as_deref(), Some(want));
+        let _attached = series.attach(store(Vec::new()), DEFAULT_LIMIT);
+        assert_eq!(line(&encode(&series)), None);
+        let cached = series.periods.lock().expect("lock").len();
+        assert_eq!(cached, 0, "a deleted CronJob's period is dropped");
     }
 
     #[test]
