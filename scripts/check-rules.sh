@@ -3,6 +3,10 @@
 # the chart's default values (plus the toggle), keeps its `spec` (a Prometheus rule file), then
 # runs `promtool check rules` on it and `promtool test rules` on config/prometheus/tests.yaml.
 set -euo pipefail
+if ! command -v promtool >/dev/null 2>&1; then
+  echo "check-rules: promtool not found: run ./scripts/install-tools.sh" >&2
+  exit 1
+fi
 root=$(cd "$(dirname "$0")/.." && pwd)
 chart="$root/config/helm/kronjob"
 work=$(mktemp -d)
