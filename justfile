@@ -4,12 +4,13 @@ export PATH := justfile_directory() + "/.tools/bin:" + env_var("PATH")
 
 crd_file := "crd/cronjobs.batch.kronjob.dev.yaml"
 chart := "config/helm/kronjob"
+monitoring := "--set serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.dashboard.enabled=true"
 
 # List the recipes.
 default:
     @just --list
 
-# Install helm, kubectl and just into .tools/bin.
+# Install helm, kubectl and just into .tools/bin, and promtool (Debian's prometheus package).
 tools:
     ./scripts/install-tools.sh
 
@@ -31,7 +32,8 @@ generate:
     cargo run --quiet -- crd > {{crd_file}}
     if [ -d {{chart}}/crds ]; then cp {{crd_file}} {{chart}}/crds/; fi
 
-# Render every install path: kustomize and the helm chart (default and cert-manager values).
+# Render every install path: kustomize and the helm chart (default, cert-manager, and with the
+# monitoring objects); check and unit-test the chart's alerting rules with promtool.
 manifests:
     kubectl kustomize config/default > /dev/null
     kubectl kustomize config/release > /dev/null
@@ -41,8 +43,11 @@ manifests:
       cmp {{crd_file}} {{chart}}/crds/$(basename {{crd_file}}) && \
       helm lint {{chart}} && \
       helm lint {{chart}} --set webhook.certManager.enabled=true && \
+      helm lint {{chart}} {{monitoring}} && \
       helm template kronjob {{chart}} --namespace kronjob-system > /dev/null && \
-      helm template kronjob {{chart}} --namespace kronjob-system --set webhook.certManager.enabled=true > /dev/null; \
+      helm template kronjob {{chart}} --namespace kronjob-system --set webhook.certManager.enabled=true > /dev/null && \
+      helm template kronjob {{chart}} --namespace kronjob-system {{monitoring}} > /dev/null && \
+      ./scripts/check-rules.sh; \
     fi
 
 # Install `kronjob` and the kubectl plugin `kubectl-kronjob` into ~/.cargo/bin.

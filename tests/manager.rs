@@ -151,6 +151,17 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
     ] {
         assert!(body.contains(name), "metrics export {name}: {body}");
     }
+    // Without --leader-elect the replica leads; its CronJob cache has not listed (the API
+    // server is unreachable), so no CronJob has series yet, and none was left out.
+    for line in [
+        "kronjob_leader 1\n",
+        "kronjob_cronjob_series_omitted 0\n",
+        "# TYPE kronjob_cronjob_next_schedule_time_seconds gauge\n",
+        "kronjob_jobs_deleted_total{reason=\"history\"} 0\n",
+    ] {
+        assert!(body.contains(line), "metrics export {line:?}: {body}");
+    }
+    assert!(!body.contains("cronjob=\""), "{body}");
 
     shutdown.cancel();
     // Draining: not ready, but admission requests are still answered for --shutdown-delay.

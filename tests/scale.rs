@@ -7,6 +7,8 @@
 //! - a finishing Job costs one status write and one Event more;
 //! - the Job template check costs one dry-run create per CronJob generation, when it is first
 //!   seen: none per slot, none after a restart (the status records the check).
+//!
+//! and the per-CronJob series the controller's cache feeds at scrape time.
 
 #[path = "support/mod.rs"]
 mod support;
@@ -155,6 +157,63 @@ async fn a_job_that_finishes_costs_one_status_write_and_one_event_more() {
     );
     assert_eq!(count(&counts, "create events"), 2 * CRONJOBS, "{counts:?}");
     running.shut_down().await;
+}
+
+/// After the 10:01 slot, whose Jobs succeed in 10 s, each CronJob's series show the slot, the
+/// success and the 10:02 slot; they leave with the controller.
+#[tokio::test(start_paused = true)]
+async fn the_per_cronjob_series_follow_the_status_and_leave_with_the_controller() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    sim.set_job_duration(Some(Duration::from_secs(10)));
+    seed(&sim, "* * * * *");
+    let running = settled(&sim, clock).await;
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(running.metrics.cronjobs.clone()));
+    let scrape = |registry: &prometheus_client::registry::Registry| {
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, registry).expect("encode");
+        out
+    };
+    let out = scrape(&registry);
+    let of = |name: &str| {
+        let prefix = format!("{name}{{namespace=\"load\",cronjob=\"cj-0007\"}} ");
+        out.lines()
+            .find_map(|l| l.strip_prefix(prefix.as_str()))
+            .map(|v| v.parse::<i64>().expect("integer"))
+    };
+    let seconds = |s: &str| t(s).as_second();
+    assert_eq!(
+        of("kronjob_cronjob_last_schedule_time_seconds"),
+        Some(seconds("2024-01-01T10:01:00Z")),
+        "{out}"
+    );
+    assert_eq!(
+        of("kronjob_cronjob_next_schedule_time_seconds"),
+        Some(seconds("2024-01-01T10:02:00Z"))
+    );
+    let success = of("kronjob_cronjob_last_successful_time_seconds").expect("a success");
+    assert!(
+        (seconds("2024-01-01T10:01:10Z")..seconds("2024-01-01T10:01:20Z")).contains(&success),
+        "{success}"
+    );
+    assert_eq!(of("kronjob_cronjob_period_seconds"), Some(60));
+    assert_eq!(of("kronjob_cronjob_active_jobs"), Some(0));
+    assert_eq!(of("kronjob_cronjob_suspended"), Some(0));
+    let rows = out
+        .lines()
+        .filter(|l| l.starts_with("kronjob_cronjob_suspended{"))
+        .count();
+    assert_eq!(rows, CRONJOBS);
+    assert_eq!(running.metrics.jobs_created.get(), CRONJOBS as u64);
+    record_calls(&sim);
+    let metrics = running.metrics.clone();
+    running.shut_down().await;
+    let mut registry = prometheus_client::registry::Registry::default();
+    registry.register_collector(Box::new(metrics.cronjobs.clone()));
+    let out = scrape(&registry);
+    assert!(!out.contains("cronjob=\""), "{out}");
 }
 
 /// The API server refuses connections for 70 s, across the 10:01 slot. When it answers again,

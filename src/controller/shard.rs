@@ -163,6 +163,15 @@ impl ShardView {
         self.assignment.as_ref().map(|a| Arc::clone(&a.borrow()))
     }
 
+    /// Whether this replica schedules `cj` now (always without `--sharding`).
+    pub fn owns_cronjob(&self, cj: &crate::api::CronJob) -> bool {
+        !self.is_sharded()
+            || self.owns(&key(
+                cj.metadata.namespace.as_deref().unwrap_or_default(),
+                cj.metadata.name.as_deref().unwrap_or_default(),
+            ))
+    }
+
     /// Whether this replica owns `key` now.
     pub fn owns(&self, key: &str) -> bool {
         self.assignment

@@ -14,6 +14,10 @@ use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
 
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+
 use crate::metrics::{CONTENT_TYPE, Metrics};
 
 /// Readiness and liveness as the probes see them.
@@ -98,6 +102,23 @@ impl Health {
     }
 }
 
+/// `kronjob_leader`: 1 while this replica leads the controllers, else 0; read from [`Health`] at
+/// scrape time.
+#[derive(Debug)]
+pub struct LeaderGauge(pub Arc<Health>);
+
+impl Collector for LeaderGauge {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let gauge = ConstGauge::new(i64::from(self.0.is_leader()));
+        gauge.encode(encoder.encode_descriptor(
+            "kronjob_leader",
+            "1 while this replica leads the controllers, else 0",
+            None,
+            gauge.metric_type(),
+        )?)
+    }
+}
+
 /// `/healthz` (alive) and `/readyz` (ready) for the probes.
 pub fn health_router(health: Arc<Health>) -> Router {
     let live = Arc::clone(&health);
@@ -148,6 +169,25 @@ pub fn metrics_router(metrics: Metrics) -> Router {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn leader_gauge_follows_leadership() {
+        let health = Health::new(false);
+        let mut registry = prometheus_client::registry::Registry::default();
+        registry.register_collector(Box::new(LeaderGauge(Arc::clone(&health))));
+        let metrics = Metrics::new(registry);
+        let sample = |metrics: &Metrics| {
+            let text = metrics.encode().expect("encode");
+            text.lines()
+                .find(|l| l.starts_with("kronjob_leader "))
+                .map(str::to_string)
+        };
+        assert_eq!(sample(&metrics).as_deref(), Some("kronjob_leader 0"));
+        health.set_leader(true);
+        assert_eq!(sample(&metrics).as_deref(), Some("kronjob_leader 1"));
+        health.set_leader(false);
+        assert_eq!(sample(&metrics).as_deref(), Some("kronjob_leader 0"));
+    }
 
     #[test]
     fn readiness_waits_for_webhook_and_leader_caches() {

@@ -139,8 +139,9 @@ struct Registered {
 }
 
 impl Registered {
-    fn new() -> Self {
+    fn new(health: &Arc<Health>) -> Self {
         let mut registry = Registry::default();
+        registry.register_collector(Box::new(health::LeaderGauge(Arc::clone(health))));
         Self {
             reconciler: ReconcilerMetrics::new(&mut registry),
             shard: ShardMetrics::new(&mut registry),
@@ -182,12 +183,13 @@ impl Manager {
             tokio::time::sleep(delay).await;
             stop_servers.cancel();
         });
+        let metrics = Registered::new(&health);
         Self {
             client,
             shutdown,
             servers_stop,
             health,
-            metrics: Registered::new(),
+            metrics,
             tasks: JoinSet::new(),
         }
     }
@@ -412,4 +414,181 @@ fn local(listener: &std::net::TcpListener) -> String {
         .local_addr()
         .map(|a| a.to_string())
         .unwrap_or_else(|_| "?".into())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use super::*;
+
+    /// Every metric family the manager exports, as `# TYPE` names it, with its type. Labelled
+    /// families appear once they have a child, so each gets one.
+    fn families() -> Vec<(String, String)> {
+        let registered = Registered::new(&Health::new(false));
+        registered
+            .reconciler
+            .reconcile_errors
+            .get_or_create(&cronjob::metrics::ErrorLabels { category: "api" })
+            .inc();
+        registered.ttl.error(ttl::ObjectKind::Job, "api");
+        registered.webhook.observe(
+            "/validate",
+            crate::webhook::metrics::Outcome::allowed,
+            Duration::from_millis(1),
+        );
+        let text = registered.exposition.encode().expect("encode");
+        text.lines()
+            .filter_map(|line| line.strip_prefix("# TYPE "))
+            .map(|rest| {
+                let (name, kind) = rest.split_once(' ').expect("# TYPE name type");
+                (name.to_string(), kind.to_string())
+            })
+            .collect()
+    }
+
+    /// Every sample name the manager exports: each family with the suffixes its type gives
+    /// its samples.
+    fn exported() -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        for (name, kind) in families() {
+            let suffixes: &[&str] = match kind.as_str() {
+                "counter" => &["_total"],
+                "histogram" => &["_bucket", "_sum", "_count"],
+                _ => &[""],
+            };
+            names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
+        }
+        names
+    }
+
+    /// The metric table of the README lists every family, as queried (counters with
+    /// `_total`), and nothing else.
+    #[test]
+    fn the_readme_documents_every_metric_once() {
+        let path = format!("{}/README.md", env!("CARGO_MANIFEST_DIR"));
+        let readme = std::fs::read_to_string(&path).expect("README.md");
+        let mut documented = Vec::new();
+        for row in readme.lines().filter(|l| l.starts_with("| `kronjob_")) {
+            let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+            documented.push((cells[1].trim_matches('`').to_string(), cells[2].to_string()));
+        }
+        let mut want: Vec<(String, String)> = families()
+            .into_iter()
+            .map(|(name, kind)| match kind.as_str() {
+                "counter" => (format!("{name}_total"), kind),
+                _ => (name, kind),
+            })
+            .collect();
+        want.sort();
+        documented.sort();
+        assert_eq!(documented, want, "README metric table (name, type)");
+    }
+
+    /// The `kronjob_*` names in `text`.
+    fn referenced(text: &str) -> BTreeSet<String> {
+        let mut names = BTreeSet::new();
+        let mut rest = text;
+        while let Some(at) = rest.find("kronjob_") {
+            let tail = &rest[at..];
+            let end = tail
+                .find(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+                .unwrap_or(tail.len());
+            names.insert(tail[..end].to_string());
+            rest = &tail[end..];
+        }
+        names
+    }
+
+    fn chart_file(path: &str) -> String {
+        let path = format!("{}/config/helm/kronjob/{path}", env!("CARGO_MANIFEST_DIR"));
+        std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    fn assert_exported(what: &str, used: &BTreeSet<String>) {
+        let exported = exported();
+        let missing: Vec<_> = used.difference(&exported).collect();
+        assert!(
+            missing.is_empty(),
+            "{what} queries metrics kronjob does not export: {missing:?}; exported: {exported:?}"
+        );
+    }
+
+    #[test]
+    fn exported_names_include_every_subsystem() {
+        let exported = exported();
+        for name in [
+            "kronjob_leader",
+            "kronjob_reconciles_total",
+            "kronjob_reconcile_errors_total",
+            "kronjob_ttl_errors_total",
+            "kronjob_job_creation_skew_seconds_bucket",
+            "kronjob_jobs_deleted_total",
+            "kronjob_ttl_deletions_total",
+            "kronjob_webhook_request_duration_seconds_count",
+            "kronjob_cronjob_next_schedule_time_seconds",
+            "kronjob_cronjob_series_omitted",
+        ] {
+            assert!(exported.contains(name), "{name} in {exported:?}");
+        }
+        assert!(!exported.contains("kronjob_leader_total"));
+    }
+
+    #[test]
+    fn the_alert_rules_query_only_exported_metrics() {
+        let template = chart_file("templates/prometheusrule.yaml");
+        // The PromQL of each rule: from `expr:` up to its `for:`.
+        let mut exprs = String::new();
+        let mut inside = false;
+        for line in template.lines() {
+            let line = line.trim_start();
+            if line.starts_with("expr:") {
+                inside = true;
+            } else if line.starts_with("for:") {
+                inside = false;
+            }
+            if inside && !line.starts_with('#') {
+                exprs.push_str(line);
+                exprs.push('\n');
+            }
+        }
+        let used = referenced(&exprs);
+        assert!(used.len() >= 8, "rules found: {used:?}");
+        assert_exported("the PrometheusRule", &used);
+    }
+
+    #[test]
+    fn the_dashboard_parses_and_queries_only_exported_metrics() {
+        let dashboard: serde_json::Value =
+            serde_json::from_str(&chart_file("dashboards/kronjob.json")).expect("dashboard JSON");
+        let mut queries = Vec::new();
+        let panels = dashboard["panels"].as_array().expect("panels");
+        for panel in panels {
+            for target in panel["targets"].as_array().into_iter().flatten() {
+                queries.push(target["expr"].as_str().expect("expr").to_string());
+            }
+        }
+        for variable in dashboard["templating"]["list"]
+            .as_array()
+            .expect("variables")
+        {
+            if let Some(query) = variable["query"]["query"].as_str() {
+                queries.push(query.to_string());
+            }
+        }
+        let used = referenced(&queries.join("\n"));
+        assert!(used.len() >= 15, "dashboard queries: {used:?}");
+        assert_exported("the dashboard", &used);
+        let titles: BTreeSet<_> = panels.iter().filter_map(|p| p["title"].as_str()).collect();
+        for title in [
+            "Job creation skew",
+            "Reconcile rate and errors",
+            "Jobs created and deleted",
+            "TTL deletions",
+            "Webhook latency",
+            "CronJobs",
+        ] {
+            assert!(titles.contains(title), "panel {title:?} in {titles:?}");
+        }
+    }
 }

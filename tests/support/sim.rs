@@ -92,6 +92,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
     let args = ReconcilerArgs {
         concurrency,
         default_job_ttl: None,
+        cronjob_metrics_limit: cronjob::series::DEFAULT_LIMIT,
     };
     let metrics = ReconcilerMetrics::new(&mut Default::default());
     let stop = CancellationToken::new();

@@ -125,6 +125,7 @@ async fn replace(
     };
     match jobs.delete(&name, &params).await {
         Ok(_) => {
+            ctx.metrics.deleted(super::metrics::DELETED_REPLACE).inc();
             ctx.index
                 .forget(running.namespace.as_deref().unwrap_or_default(), &name);
             ctx.outbox.event(
@@ -179,6 +180,7 @@ async fn create(
             // Measured here, when the API server has answered: the Job's creationTimestamp has
             // whole seconds only, too coarse for the histogram's sub-second buckets.
             observe_skew(ctx, run.slot);
+            ctx.metrics.jobs_created.inc();
             record(status, &created);
             ctx.index.remember(created);
             ctx.outbox.event(

@@ -19,7 +19,7 @@ use crate::controller::Shared;
 use crate::controller::backoff::Failures;
 use crate::controller::gate::Gate;
 use crate::controller::index::OwnerIndex;
-use crate::controller::shard::{self, ShardView};
+use crate::controller::shard::ShardView;
 use crate::telemetry::Throttle;
 
 /// Status writers running at once.
@@ -87,11 +87,7 @@ impl Background {
 impl Context {
     /// Whether this replica schedules `cj` (always without `--sharding`).
     pub fn owns(&self, cj: &CronJob) -> bool {
-        !self.shard.is_sharded()
-            || self.shard.owns(&shard::key(
-                cj.metadata.namespace.as_deref().unwrap_or_default(),
-                cj.metadata.name.as_deref().unwrap_or_default(),
-            ))
+        self.shard.owns_cronjob(cj)
     }
 
     /// A context for `shared`'s client, clock and replica, reading Jobs from `index`; with the
@@ -113,6 +109,7 @@ impl Context {
             shared.gate.clone(),
             reconcile.clone(),
             metrics.outbox_dropped.clone(),
+            metrics.deleted(super::metrics::DELETED_HISTORY),
         );
         let status = StatusWriter::new(client.clone(), shared.gate.clone(), reconcile.clone());
         let ctx = Self {

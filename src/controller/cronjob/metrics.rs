@@ -29,6 +29,18 @@ pub struct ResultLabels {
     pub result: &'static str,
 }
 
+/// Label set of the Job-deletion counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct DeleteLabels {
+    /// `history` (beyond the history limits) or `replace` (concurrencyPolicy Replace).
+    pub reason: &'static str,
+}
+
+/// The `reason` of a history delete.
+pub const DELETED_HISTORY: &str = "history";
+/// The `reason` of a Replace delete.
+pub const DELETED_REPLACE: &str = "replace";
+
 /// Metrics of the CronJob reconciler. Cheap to clone (shared handles).
 #[derive(Clone, Debug)]
 pub struct ReconcilerMetrics {
@@ -46,6 +58,12 @@ pub struct ReconcilerMetrics {
     pub outbox_dropped: Counter,
     /// Dry runs of the Job template (once per generation), by result.
     pub template_dry_runs: Family<ResultLabels, Counter>,
+    /// Jobs created for a slot.
+    pub jobs_created: Counter,
+    /// Jobs deleted, by reason.
+    pub jobs_deleted: Family<DeleteLabels, Counter>,
+    /// The per-CronJob series, read from the controller's cache at scrape time.
+    pub cronjobs: super::series::CronJobSeries,
 }
 
 impl ReconcilerMetrics {
@@ -59,7 +77,14 @@ impl ReconcilerMetrics {
             managed_cronjobs: Gauge::default(),
             outbox_dropped: Counter::default(),
             template_dry_runs: Family::default(),
+            jobs_created: Counter::default(),
+            jobs_deleted: Family::default(),
+            cronjobs: super::series::CronJobSeries::default(),
         };
+        // Zeros from the start, so rates exist before the first delete.
+        for reason in [DELETED_HISTORY, DELETED_REPLACE] {
+            drop(m.jobs_deleted.get_or_create(&DeleteLabels { reason }));
+        }
         registry.register(
             "kronjob_job_creation_skew_seconds",
             "Time from a Job's scheduled time to its creation",
@@ -95,6 +120,17 @@ impl ReconcilerMetrics {
             "Dry-run creates of the Job a CronJob's template makes, once per generation, by result",
             m.template_dry_runs.clone(),
         );
+        registry.register(
+            "kronjob_jobs_created",
+            "Jobs created for a scheduled slot",
+            m.jobs_created.clone(),
+        );
+        registry.register(
+            "kronjob_jobs_deleted",
+            "Jobs deleted by the CronJob controller, by reason (history, replace)",
+            m.jobs_deleted.clone(),
+        );
+        registry.register_collector(Box::new(m.cronjobs.clone()));
         m
     }
 
@@ -103,6 +139,13 @@ impl ReconcilerMetrics {
         self.template_dry_runs
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+
+    /// The counter of Jobs deleted for `reason` ([`DELETED_HISTORY`] or [`DELETED_REPLACE`]).
+    pub fn deleted(&self, reason: &'static str) -> Counter {
+        self.jobs_deleted
+            .get_or_create(&DeleteLabels { reason })
+            .clone()
     }
 }
 
@@ -123,5 +166,9 @@ mod tests {
         assert!(out.contains("kronjob_job_creation_skew_seconds_bucket{le=\"0.5\"} 1"));
         assert!(out.contains("kronjob_reconcile_errors_total{category=\"api\"} 1"));
         assert!(out.contains("kronjob_managed_cronjobs"));
+        assert!(out.contains("kronjob_jobs_created_total 0"));
+        assert!(out.contains("kronjob_jobs_deleted_total{reason=\"history\"} 0"));
+        assert!(out.contains("kronjob_jobs_deleted_total{reason=\"replace\"} 0"));
+        assert!(out.contains("# TYPE kronjob_cronjob_next_schedule_time_seconds gauge"));
     }
 }

@@ -4,7 +4,7 @@
 //! - [`reconcile`]: one reconcile and the error policy;
 //! - [`plan`]: the pure decision, in named steps;
 //! - [`observe`], [`apply`], [`status`]: reading, acting, the status body;
-//! - [`context`], [`metrics`]: what a reconcile needs;
+//! - [`context`], [`metrics`]: what a reconcile needs; [`series`]: the per-CronJob series;
 //! - [`run`] (here): the watches and the controller.
 
 pub mod apply;
@@ -14,6 +14,7 @@ pub mod observe;
 pub mod outbox;
 pub mod plan;
 pub mod reconcile;
+pub mod series;
 pub mod status;
 pub mod template;
 pub mod writer;
@@ -58,6 +59,10 @@ pub struct ReconcilerArgs {
     /// `ttlSecondsAfterFinished` for Jobs whose template sets none, e.g. `24h`; unset: none.
     #[arg(long, value_parser = parse_ttl)]
     pub default_job_ttl: Option<i32>,
+    /// Most CronJobs exported in the per-CronJob `kronjob_cronjob_*` series (by namespace and
+    /// name; the rest are counted in `kronjob_cronjob_series_omitted`); 0 exports none.
+    #[arg(long, default_value_t = series::DEFAULT_LIMIT)]
+    pub cronjob_metrics_limit: usize,
 }
 
 /// How often `kronjob_shard_cronjobs` is recounted (CronJobs come and go between
@@ -129,6 +134,11 @@ pub async fn run(
         cj_config = cj_config.labels(sel);
     }
     let (cj_reader, cj_writer) = reflector::store::<CronJob>();
+    let _series = metrics.cronjobs.attach(
+        cj_reader.clone(),
+        args.cronjob_metrics_limit,
+        ctx.shard.clone(),
+    );
     let snapshot_reader = cj_reader.clone();
     let cj_watches = scope
         .apis::<CronJob>(&client)

@@ -72,8 +72,9 @@ impl std::fmt::Debug for Workers {
     }
 }
 
-/// A new outbox and its workers. `dropped` counts work lost to a full queue; failed deletes
-/// ask `reconcile` for a new reconcile of their CronJob after a backoff.
+/// A new outbox and its workers. `dropped` counts work lost to a full queue, `deleted` the
+/// history Jobs deleted; failed deletes ask `reconcile` for a new reconcile of their CronJob
+/// after a backoff.
 pub fn outbox(
     client: Client,
     recorder: Recorder,
@@ -81,6 +82,7 @@ pub fn outbox(
     gate: Gate,
     reconcile: UnboundedSender<ObjectRef<CronJob>>,
     dropped: Counter,
+    deleted: Counter,
 ) -> (Outbox, Workers) {
     let (tx, rx) = mpsc::channel(CAPACITY);
     let deleting = Arc::new(Mutex::new(HashSet::new()));
@@ -99,6 +101,7 @@ pub fn outbox(
                 gate,
                 reconcile,
                 deleting,
+                deleted,
                 log: Arc::new(Throttle::default()),
             },
         },
@@ -192,6 +195,7 @@ struct Shared {
     gate: Gate,
     reconcile: UnboundedSender<ObjectRef<CronJob>>,
     deleting: Arc<Mutex<HashSet<String>>>,
+    deleted: Counter,
     log: Arc<Throttle>,
 }
 
@@ -234,6 +238,7 @@ impl Shared {
         };
         let (type_, reason, note) = match jobs.delete(name, &params).await {
             Ok(_) => {
+                self.deleted.inc();
                 self.index.forget(namespace, name);
                 (
                     EventType::Normal,

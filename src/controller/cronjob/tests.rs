@@ -196,6 +196,7 @@ async fn the_slot_job_is_created_first_then_event_and_one_status_write() {
     // From the clock (10:01:00) to the slot (10:00:00), measured when the create returned.
     assert!(out.contains("skew_seconds_sum 60.0"), "{out}");
     assert!(out.contains("skew_seconds_count 1"), "{out}");
+    assert_eq!(ctx.metrics.jobs_created.get(), 1);
 }
 
 #[tokio::test]
@@ -301,7 +302,10 @@ async fn replace_deletes_the_running_job_then_creates() {
         }),
     ]);
     h.reconcile(cj).await.expect("reconcile");
-    h.verdict(server).await;
+    let ctx = h.verdict(server).await;
+    assert_eq!(ctx.metrics.deleted(metrics::DELETED_REPLACE).get(), 1);
+    assert_eq!(ctx.metrics.deleted(metrics::DELETED_HISTORY).get(), 0);
+    assert_eq!(ctx.metrics.jobs_created.get(), 1);
 }
 
 /// Issue: a failed delete of the active Job under Replace recorded the slot and emptied
@@ -333,7 +337,9 @@ async fn replace_whose_delete_fails_keeps_the_slot_due_and_the_old_job_listed() 
     ]);
     let err = h.reconcile(cj).await.expect_err("the run failed");
     assert_eq!(err.category(), "api_server");
-    h.verdict(server).await;
+    let ctx = h.verdict(server).await;
+    assert_eq!(ctx.metrics.deleted(metrics::DELETED_REPLACE).get(), 0);
+    assert_eq!(ctx.metrics.jobs_created.get(), 0);
 }
 
 /// Issue: status was merge-patched with no precondition, so a stale reconcile could clear
@@ -398,6 +404,7 @@ async fn history_beyond_the_limit_is_deleted_in_the_background() {
         ctx.index.get("ns", "cj-old").is_none(),
         "forgotten once deleted"
     );
+    assert_eq!(ctx.metrics.deleted(metrics::DELETED_HISTORY).get(), 1);
 }
 
 #[tokio::test]
