@@ -129,37 +129,21 @@ pub async fn run(
         job_tx,
         Arc::clone(&ctx),
     );
-    let mut cj_config = watcher::Config::default();
-    if let Some(sel) = &scope.selector {
-        cj_config = cj_config.labels(sel);
-    }
     let (cj_reader, cj_writer) = reflector::store::<CronJob>();
     let _series = metrics.cronjobs.attach(
         cj_reader.clone(),
         args.cronjob_metrics_limit,
         ctx.shard.clone(),
     );
-    let snapshot_reader = cj_reader.clone();
-    let cj_watches = scope
-        .apis::<CronJob>(&client)
-        .into_iter()
-        .map(|(ns, api)| {
-            let watch = watcher(api, cj_config.clone())
-                .backoff(super::backoff::watch_backoff())
-                .modify(slim)
-                .boxed();
-            (ns, watch)
-        })
-        .collect();
     let (cj_tx, cj_rx) = unbounded::<CronJob>();
     let cronjobs = feed(
-        reflector::reflector(
+        cronjob_trigger_stream(
+            &client,
+            &scope,
             cj_writer,
-            index::merge_watches(cj_watches, move || snapshot_reader.state())
-                .inspect(recovery(Arc::clone(&ctx))),
-        )
-        .applied_objects()
-        .predicate_filter(spec_or_trigger, Default::default()),
+            cj_reader.clone(),
+            recovery(Arc::clone(&ctx)),
+        ),
         cj_tx,
         Arc::clone(&ctx),
     );
@@ -185,15 +169,7 @@ pub async fn run(
         ready();
         futures::future::pending::<()>().await;
     };
-    let prune = async {
-        let mut tick = tokio::time::interval(PRUNE_EVERY);
-        loop {
-            tick.tick().await;
-            let exists = |cj: &ObjectRef<CronJob>| cj_reader.get(cj).is_some();
-            ctx.failures.retain(exists);
-            ctx.status.retain(exists);
-        }
-    };
+    let prune = prune(Arc::clone(&ctx), cj_reader.clone());
     let shard = follow_shard(Arc::clone(&ctx), cj_reader.clone());
     let background_stop = CancellationToken::new();
     let background = tokio::spawn(background.run(background_stop.clone()));
@@ -214,6 +190,51 @@ pub async fn run(
     } else {
         Err(Stopped("CronJob"))
     }
+}
+
+/// Every [`PRUNE_EVERY`], forget what is kept about CronJobs that no longer exist (failure
+/// counts, known statuses). Never returns.
+async fn prune(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
+    let mut tick = tokio::time::interval(PRUNE_EVERY);
+    loop {
+        tick.tick().await;
+        let exists = |cj: &ObjectRef<CronJob>| cronjobs.get(cj).is_some();
+        ctx.failures.retain(exists);
+        ctx.status.retain(exists);
+    }
+}
+
+/// The CronJob watch: label-selected, slimmed, merged over namespaces, cached in `writer`
+/// (read through `reader`), and turned into the CronJobs whose changes are worth a reconcile
+/// (a new generation or a new manual-run request).
+fn cronjob_trigger_stream(
+    client: &Client,
+    scope: &Scope,
+    writer: reflector::store::Writer<CronJob>,
+    reader: reflector::Store<CronJob>,
+    health: impl FnMut(&Result<watcher::Event<CronJob>, watcher::Error>) + Send + 'static,
+) -> impl futures::Stream<Item = Result<CronJob, watcher::Error>> + Send + 'static {
+    let mut config = watcher::Config::default();
+    if let Some(sel) = &scope.selector {
+        config = config.labels(sel);
+    }
+    let watches = scope
+        .apis::<CronJob>(client)
+        .into_iter()
+        .map(|(ns, api)| {
+            let watch = watcher(api, config.clone())
+                .backoff(super::backoff::watch_backoff())
+                .modify(slim)
+                .boxed();
+            (ns, watch)
+        })
+        .collect();
+    reflector::reflector(
+        writer,
+        index::merge_watches(watches, move || reader.state()).inspect(health),
+    )
+    .applied_objects()
+    .predicate_filter(spec_or_trigger, Default::default())
 }
 
 /// Follow the shard assignment (`--sharding`): on every change, reconcile at once the CronJobs
