@@ -75,6 +75,7 @@ fn replica(sim: &ApiSim, clock: Arc<TokioClock>, name: &str) -> Replica {
     let args = ReconcilerArgs {
         concurrency: 16,
         default_job_ttl: None,
+        cronjob_metrics_limit: cronjob::series::DEFAULT_LIMIT,
     };
     let stop = CancellationToken::new();
     let controller = tokio::spawn(cronjob::run(
