@@ -73,6 +73,10 @@ impl WebhookMetrics {
             panics.clone(),
         );
         let dry_runs = Family::<DryRunLabels, Counter>::default();
+        // Zeros from the start, so rates and alerts have series before the first dry run.
+        for result in crate::controller::cronjob::template::Verdict::LABELS {
+            drop(dry_runs.get_or_create(&DryRunLabels { result }));
+        }
         registry.register(
             "kronjob_webhook_dry_run",
             "Dry-run creates of the Job a CronJob's template makes, by result (valid, invalid, timeout, error)",

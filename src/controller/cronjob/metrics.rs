@@ -85,6 +85,9 @@ impl ReconcilerMetrics {
         for reason in [DELETED_HISTORY, DELETED_REPLACE] {
             drop(m.jobs_deleted.get_or_create(&DeleteLabels { reason }));
         }
+        for result in super::template::Verdict::LABELS {
+            drop(m.template_dry_runs.get_or_create(&ResultLabels { result }));
+        }
         registry.register(
             "kronjob_job_creation_skew_seconds",
             "Time from a Job's scheduled time to its creation",

@@ -40,6 +40,9 @@ pub enum Unknown {
 }
 
 impl Verdict {
+    /// Every [`label`](Verdict::label), so counters can start at zero for each.
+    pub const LABELS: [&'static str; 4] = ["valid", "invalid", "timeout", "error"];
+
     /// The verdict of a create's result: 422 is invalid, success valid, the rest unknown.
     pub fn of<T>(result: Result<T, kube::Error>) -> Self {
         match result {
@@ -158,5 +161,8 @@ mod tests {
         let verdict = dry_run(&client, "ns", &job(), Duration::from_secs(2)).await;
         assert_eq!(verdict, Verdict::Unknown(Unknown::Timeout));
         assert_eq!(verdict.label(), "timeout");
+        for label in [Verdict::Valid.label(), verdict.label(), "invalid", "error"] {
+            assert!(Verdict::LABELS.contains(&label), "{label}");
+        }
     }
 }
