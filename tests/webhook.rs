@@ -808,7 +808,7 @@ async fn a_template_the_api_server_refuses_is_denied_with_the_cronjob_field_path
     // CronJob's namespace; nothing stored.
     let requests = sim.requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
-    assert_eq!(requests[0].key(), "create jobs");
+    assert_eq!(requests[0].key(), "create jobs (dry run)");
     assert!(requests[0].dry_run);
     assert_eq!(requests[0].namespace.as_deref(), Some("default"));
     assert!(sim.list(&Resource::jobs(), None).is_empty());
