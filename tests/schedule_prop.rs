@@ -335,3 +335,151 @@ proptest! {
         }
     }
 }
+
+/// A model whose minute and hour are fixed-time (single values and ranges) and whose hours
+/// sit where clocks change (around midnight and 01:00-03:00).
+fn fixed_model() -> impl Strategy<Value = Model> {
+    let minute = prop::collection::vec(
+        prop_oneof![
+            (0u32..60).prop_map(|v| (v.to_string(), BTreeSet::from([v]))),
+            (0u32..60, 0u32..20).prop_map(|(a, n)| {
+                let b = (a + n).min(59);
+                (format!("{a}-{b}"), (a..=b).collect())
+            }),
+        ],
+        1..=3,
+    );
+    let hour = prop::collection::vec(
+        prop_oneof![
+            prop::sample::select(vec![0u32, 1, 2, 3, 23])
+                .prop_map(|v| (v.to_string(), BTreeSet::from([v]))),
+            (0u32..4, 0u32..3).prop_map(|(a, n)| (format!("{a}-{}", a + n), (a..=a + n).collect())),
+        ],
+        1..=2,
+    );
+    (minute, hour, field(0, 6, 4)).prop_map(|(minute, hour, dow)| {
+        let join = |parts: &[(String, BTreeSet<u32>)]| {
+            let text = parts
+                .iter()
+                .map(|p| p.0.clone())
+                .collect::<Vec<_>>()
+                .join(",");
+            let values = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
+            (text, values)
+        };
+        let (mt, mv) = join(&minute);
+        let (ht, hv) = join(&hour);
+        Model {
+            expr: format!("{mt} {ht} * * {}", dow.0),
+            fields: vec![
+                (mv, false, true),
+                (hv, false, true),
+                ((1..=31).collect(), true, false),
+                ((1..=12).collect(), true, false),
+                (dow.1, dow.2, false),
+            ],
+        }
+    })
+}
+
+/// The slots in `(from, until]`, straight from the rule's wording, walking real time minute
+/// by minute: a fixed-time schedule runs when the clock reaches a matching wall-clock time it
+/// has not shown before (several at once run once); an interval schedule runs whenever the
+/// clock shows a matching time. (The zones below change their clocks on whole minutes.)
+fn reference_slots(m: &Model, tz: &TimeZone, from: Timestamp, until: Timestamp) -> Vec<Timestamp> {
+    let minute = jiff::SignedDuration::from_mins(1);
+    let civil = |t: Timestamp| t.to_zoned(tz.clone()).datetime();
+    let start = Timestamp::from_second(from.as_second().div_euclid(60) * 60 - 2 * 86_400)
+        .expect("in range");
+    let mut shown = civil(start);
+    let mut out = Vec::new();
+    let mut u = start;
+    while u < until {
+        u = u.checked_add(minute).expect("in range");
+        let now = civil(u);
+        let hit = if is_fixed_time(m) {
+            let mut w = shown.checked_add(minute).expect("in range");
+            let mut hit = false;
+            while w <= now {
+                hit |= time_matches(m, w) && date_matches(m, w);
+                w = w.checked_add(minute).expect("in range");
+            }
+            hit
+        } else {
+            time_matches(m, now) && date_matches(m, now)
+        };
+        shown = shown.max(now);
+        if hit && u > from && u <= until {
+            out.push(u);
+        }
+    }
+    out
+}
+
+const DST_ZONES: [&str; 5] = [
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "America/Santiago",
+    "Australia/Sydney",
+];
+
+/// A DST zone, an instant up to 30 hours before one of the first two clock changes of a year
+/// there, and the instant 30 hours after that change.
+fn near_transition() -> impl Strategy<Value = (usize, Timestamp, Timestamp)> {
+    (
+        0usize..DST_ZONES.len(),
+        2000i16..2040,
+        0usize..2,
+        0i64..108_000,
+    )
+        .prop_map(|(zi, year, k, before)| {
+            let tz = time_zone(Some(DST_ZONES[zi])).expect("zone");
+            let jan = jiff::civil::date(year, 1, 1)
+                .to_zoned(TimeZone::UTC)
+                .expect("in range")
+                .timestamp();
+            let change = tz.following(jan).nth(k).expect("DST zone").timestamp();
+            let from = change
+                .checked_sub(jiff::SignedDuration::from_secs(before))
+                .expect("in range");
+            let until = change
+                .checked_add(jiff::SignedDuration::from_hours(30))
+                .expect("in range");
+            (zi, from, until)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Around clock changes, next_after and prev_at_or_before give exactly the slots of the
+    /// rule's wording, for fixed-time and interval schedules alike.
+    #[test]
+    fn slots_around_clock_changes_follow_the_rule(
+        m in prop_oneof![fixed_model(), model()], (zi, from, until) in near_transition(),
+    ) {
+        let s = Schedule::parse(&m.expr, "ns/name")
+            .map_err(|e| TestCaseError::fail(format!("{}: {e}", m.expr)))?;
+        let tz = time_zone(Some(DST_ZONES[zi])).expect("zone");
+        let want = reference_slots(&m, &tz, from, until);
+        let mut got = Vec::new();
+        let mut t = from;
+        while let Some(n) = s.next_after(t, &tz) {
+            if n > until {
+                break;
+            }
+            got.push(n);
+            t = n;
+        }
+        prop_assert_eq!(&got, &want, "{} in {} from {}", m.expr, DST_ZONES[zi], from);
+        for (i, slot) in want.iter().enumerate() {
+            prop_assert_eq!(s.prev_at_or_before(*slot, &tz), Some(*slot));
+            if i > 0 {
+                let just_before =
+                    slot.checked_sub(jiff::SignedDuration::from_secs(1)).expect("range");
+                prop_assert_eq!(s.prev_at_or_before(just_before, &tz), Some(want[i - 1]));
+            }
+        }
+    }
+}
