@@ -29,6 +29,20 @@ fn bench(c: &mut Criterion) {
     c.bench_function("next 30 2 * * * New_York (DST gap)", |b| {
         b.iter(|| daily.next_after(black_box(t), &ny))
     });
+    let twice = Schedule::parse("0,30 2 * * *", "").expect("parse");
+    c.bench_function("next 0,30 2 * * * New_York (DST gap)", |b| {
+        b.iter(|| twice.next_after(black_box(t), &ny))
+    });
+    let repeated = Schedule::parse("0,30 1 * * *", "").expect("parse");
+    let second_pass = ts("2024-11-03T06:10:00Z");
+    c.bench_function(
+        "next 0,30 1 * * * New_York (repeated hour, second pass)",
+        |b| b.iter(|| repeated.next_after(black_box(second_pass), &ny)),
+    );
+    let hourly = Schedule::parse("0 * * * *", "").expect("parse");
+    c.bench_function("next 0 * * * * New_York", |b| {
+        b.iter(|| hourly.next_after(black_box(t), &ny))
+    });
 
     let minutely = Schedule::parse("* * * * *", "").expect("parse");
     let q = SlotQuery {

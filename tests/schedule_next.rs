@@ -294,6 +294,395 @@ fn lord_howe_half_hour_dst() {
     );
 }
 
+/// Fixed-time schedules (minute and hour made of single values, ranges and lists only) run
+/// every matching wall-clock time once, at the first instant the clock shows it or a later
+/// time: times skipped by a jump run at the jump, times that fall on the same instant run
+/// once, a repeated range runs only on its first pass.
+#[test]
+fn fixed_time_lists_and_ranges_across_dst() {
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        // America/New_York, spring forward: 02:00-03:00 EST does not exist on 2024-03-10.
+        (
+            "0,30 2 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &[
+                "2024-03-10T07:00:00Z",
+                "2024-03-11T06:00:00Z",
+                "2024-03-11T06:30:00Z",
+            ],
+        ),
+        (
+            "15,45 2 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &[
+                "2024-03-10T07:00:00Z",
+                "2024-03-11T06:15:00Z",
+                "2024-03-11T06:45:00Z",
+            ],
+        ),
+        // 02:00 (skipped) and 03:00 fall on the same instant: one run
+        (
+            "0 1-3 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &[
+                "2024-03-10T06:00:00Z",
+                "2024-03-10T07:00:00Z",
+                "2024-03-11T05:00:00Z",
+                "2024-03-11T06:00:00Z",
+            ],
+        ),
+        (
+            "30 1-2 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &[
+                "2024-03-10T06:30:00Z",
+                "2024-03-10T07:00:00Z",
+                "2024-03-11T05:30:00Z",
+                "2024-03-11T06:30:00Z",
+            ],
+        ),
+        // America/New_York, fall back: 01:00-02:00 happens twice on 2024-11-03.
+        (
+            "0,30 1 * * *",
+            "America/New_York",
+            "2024-11-02T12:00:00Z",
+            &[
+                "2024-11-03T05:00:00Z",
+                "2024-11-03T05:30:00Z",
+                "2024-11-04T06:00:00Z",
+                "2024-11-04T06:30:00Z",
+            ],
+        ),
+        (
+            "0 0-3 * * *",
+            "America/New_York",
+            "2024-11-03T03:00:00Z",
+            &[
+                "2024-11-03T04:00:00Z",
+                "2024-11-03T05:00:00Z",
+                "2024-11-03T07:00:00Z",
+                "2024-11-03T08:00:00Z",
+                "2024-11-04T05:00:00Z",
+            ],
+        ),
+        // starting on the second pass: nothing more that day
+        (
+            "0,30 1 * * *",
+            "America/New_York",
+            "2024-11-03T06:10:00Z",
+            &["2024-11-04T06:00:00Z", "2024-11-04T06:30:00Z"],
+        ),
+        (
+            "15,45 1 * * *",
+            "America/New_York",
+            "2024-11-03T05:20:00Z",
+            &["2024-11-03T05:45:00Z", "2024-11-04T06:15:00Z"],
+        ),
+        // Europe/Berlin: 2024-03-31 02:00 -> 03:00, 2024-10-27 03:00 -> 02:00.
+        (
+            "0,30 2 * * *",
+            "Europe/Berlin",
+            "2024-03-30T12:00:00Z",
+            &[
+                "2024-03-31T01:00:00Z",
+                "2024-04-01T00:00:00Z",
+                "2024-04-01T00:30:00Z",
+            ],
+        ),
+        // eleven skipped times, one run
+        (
+            "10-20 2 * * *",
+            "Europe/Berlin",
+            "2024-03-30T12:00:00Z",
+            &[
+                "2024-03-31T01:00:00Z",
+                "2024-04-01T00:10:00Z",
+                "2024-04-01T00:11:00Z",
+            ],
+        ),
+        (
+            "0,30 2 * * *",
+            "Europe/Berlin",
+            "2024-10-26T12:00:00Z",
+            &[
+                "2024-10-27T00:00:00Z",
+                "2024-10-27T00:30:00Z",
+                "2024-10-28T01:00:00Z",
+                "2024-10-28T01:30:00Z",
+            ],
+        ),
+        (
+            "30 1-3 * * *",
+            "Europe/Berlin",
+            "2024-10-26T22:00:00Z",
+            &[
+                "2024-10-26T23:30:00Z",
+                "2024-10-27T00:30:00Z",
+                "2024-10-27T02:30:00Z",
+                "2024-10-28T00:30:00Z",
+            ],
+        ),
+        // Australia/Lord_Howe: 02:00-02:30 skipped on 2024-10-06, 01:30-02:00 repeated on
+        // 2024-04-07.
+        (
+            "0,15,45 2 * * *",
+            "Australia/Lord_Howe",
+            "2024-10-05T12:00:00Z",
+            &[
+                "2024-10-05T15:30:00Z",
+                "2024-10-05T15:45:00Z",
+                "2024-10-06T15:00:00Z",
+            ],
+        ),
+        (
+            "30,45 1 * * *",
+            "Australia/Lord_Howe",
+            "2024-04-06T12:00:00Z",
+            &[
+                "2024-04-06T14:30:00Z",
+                "2024-04-06T14:45:00Z",
+                "2024-04-07T15:00:00Z",
+                "2024-04-07T15:15:00Z",
+            ],
+        ),
+        // Australia/Sydney: 2024-10-06 02:00 -> 03:00 (at 2024-10-05T16:00Z),
+        // 2024-04-07 03:00 -> 02:00 (at 2024-04-06T16:00Z).
+        (
+            "0,30 2 * * *",
+            "Australia/Sydney",
+            "2024-10-05T12:00:00Z",
+            &[
+                "2024-10-05T16:00:00Z",
+                "2024-10-06T15:00:00Z",
+                "2024-10-06T15:30:00Z",
+            ],
+        ),
+        (
+            "0 1-4 * * *",
+            "Australia/Sydney",
+            "2024-10-05T12:00:00Z",
+            &[
+                "2024-10-05T15:00:00Z",
+                "2024-10-05T16:00:00Z",
+                "2024-10-05T17:00:00Z",
+                "2024-10-06T14:00:00Z",
+            ],
+        ),
+        (
+            "0,30 2 * * *",
+            "Australia/Sydney",
+            "2024-04-06T12:00:00Z",
+            &[
+                "2024-04-06T15:00:00Z",
+                "2024-04-06T15:30:00Z",
+                "2024-04-07T16:00:00Z",
+                "2024-04-07T16:30:00Z",
+            ],
+        ),
+        // America/Santiago changes at midnight: 2024-09-08 00:00 -> 01:00 (at 04:00Z),
+        // 2024-04-07 00:00 -> 2024-04-06 23:00 (at 03:00Z).
+        (
+            "@daily",
+            "America/Santiago",
+            "2024-09-06T12:00:00Z",
+            &["2024-09-07T04:00:00Z", "2024-09-08T04:00:00Z"],
+        ),
+        (
+            "0,30 0,23 * * *",
+            "America/Santiago",
+            "2024-09-07T12:00:00Z",
+            &[
+                "2024-09-08T03:00:00Z",
+                "2024-09-08T03:30:00Z",
+                "2024-09-08T04:00:00Z",
+                "2024-09-09T02:00:00Z",
+                "2024-09-09T02:30:00Z",
+            ],
+        ),
+        (
+            "0,30 0,23 * * *",
+            "America/Santiago",
+            "2024-04-06T12:00:00Z",
+            &[
+                "2024-04-07T02:00:00Z",
+                "2024-04-07T02:30:00Z",
+                "2024-04-07T04:00:00Z",
+                "2024-04-07T04:30:00Z",
+                "2024-04-08T03:00:00Z",
+            ],
+        ),
+    ];
+    for (expr, zone, from, want) in cases {
+        assert_eq!(
+            next_n(expr, zone, from, want.len()),
+            *want,
+            "{expr} in {zone} from {from}"
+        );
+    }
+}
+
+/// A wildcard, `?`, step or `H` in the minute or hour field makes an interval schedule: it
+/// runs at every real instant whose local time matches, even when it names one time only.
+#[test]
+fn interval_schedules_follow_elapsed_time() {
+    let cases: &[(&str, &str, &str, &[&str])] = &[
+        // 02:xx does not exist on 2024-03-10
+        (
+            "*/30 2 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &["2024-03-11T06:00:00Z", "2024-03-11T06:30:00Z"],
+        ),
+        (
+            "0/30 2 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &["2024-03-11T06:00:00Z"],
+        ),
+        // one value, but written with a step or H: still an interval schedule
+        (
+            "30 2/24 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &["2024-03-11T06:30:00Z"],
+        ),
+        (
+            "H(30-30) 2 * * *",
+            "America/New_York",
+            "2024-03-09T12:00:00Z",
+            &["2024-03-11T06:30:00Z"],
+        ),
+        (
+            "H(30-30) 1 * * *",
+            "America/New_York",
+            "2024-11-02T12:00:00Z",
+            &["2024-11-03T05:30:00Z", "2024-11-03T06:30:00Z"],
+        ),
+        (
+            "0 * * * *",
+            "America/New_York",
+            "2024-03-10T05:30:00Z",
+            &["2024-03-10T06:00:00Z", "2024-03-10T07:00:00Z"],
+        ),
+        (
+            "0,30 ? * * *",
+            "Europe/Berlin",
+            "2024-10-27T00:10:00Z",
+            &[
+                "2024-10-27T00:30:00Z",
+                "2024-10-27T01:00:00Z",
+                "2024-10-27T01:30:00Z",
+            ],
+        ),
+    ];
+    for (expr, zone, from, want) in cases {
+        assert_eq!(
+            next_n(expr, zone, from, want.len()),
+            *want,
+            "{expr} in {zone} from {from}"
+        );
+    }
+    // H/15 picks its offset from the hash: whatever it is, 02:xx is skipped on 2024-03-10
+    // and both passes of 01:xx run on 2024-11-03.
+    let spring = next_n(
+        "H/15 2 * * *",
+        "America/New_York",
+        "2024-03-09T12:00:00Z",
+        1,
+    );
+    assert!(spring[0].starts_with("2024-03-11T06:"), "{spring:?}");
+    let fall = next_n(
+        "H/15 1 * * *",
+        "America/New_York",
+        "2024-11-03T04:00:00Z",
+        8,
+    );
+    assert!(
+        fall[..4].iter().all(|t| t.starts_with("2024-11-03T05:")),
+        "{fall:?}"
+    );
+    assert!(
+        fall[4..].iter().all(|t| t.starts_with("2024-11-03T06:")),
+        "{fall:?}"
+    );
+}
+
+#[test]
+fn previous_slot_of_fixed_time_lists_across_dst() {
+    let cases: &[(&str, &str, &str, &str)] = &[
+        (
+            "0,30 2 * * *",
+            "America/New_York",
+            "2024-03-10T07:00:00Z",
+            "2024-03-10T07:00:00Z",
+        ),
+        (
+            "0,30 2 * * *",
+            "America/New_York",
+            "2024-03-10T12:00:00Z",
+            "2024-03-10T07:00:00Z",
+        ),
+        (
+            "0,30 2 * * *",
+            "America/New_York",
+            "2024-03-10T06:59:59Z",
+            "2024-03-09T07:30:00Z",
+        ),
+        // on the second pass of 01:00-02:00 the last run is still the first 01:30
+        (
+            "0,30 1 * * *",
+            "America/New_York",
+            "2024-11-03T06:45:00Z",
+            "2024-11-03T05:30:00Z",
+        ),
+        (
+            "0,30 1 * * *",
+            "America/New_York",
+            "2024-11-03T05:29:59Z",
+            "2024-11-03T05:00:00Z",
+        ),
+        (
+            "0,30 1 * * *",
+            "America/New_York",
+            "2024-11-04T06:00:00Z",
+            "2024-11-04T06:00:00Z",
+        ),
+        (
+            "30 1-3 * * *",
+            "Europe/Berlin",
+            "2024-10-27T01:45:00Z",
+            "2024-10-27T00:30:00Z",
+        ),
+        (
+            "30,45 1 * * *",
+            "Australia/Lord_Howe",
+            "2024-04-06T15:20:00Z",
+            "2024-04-06T14:45:00Z",
+        ),
+        (
+            "0,15,45 2 * * *",
+            "Australia/Lord_Howe",
+            "2024-10-05T15:40:00Z",
+            "2024-10-05T15:30:00Z",
+        ),
+        (
+            "0 1-4 * * *",
+            "Australia/Sydney",
+            "2024-10-05T16:59:59Z",
+            "2024-10-05T16:00:00Z",
+        ),
+    ];
+    for (expr, zone, at, want) in cases {
+        let s = Schedule::parse(expr, "ns/name").unwrap_or_else(|e| panic!("{expr}: {e}"));
+        let got = s.prev_at_or_before(ts(at), &tz(zone));
+        assert_eq!(got, Some(ts(want)), "{expr} in {zone} at {at}");
+    }
+}
+
 #[test]
 fn time_zone_loading() {
     assert_eq!(time_zone(None).expect("utc"), TimeZone::UTC);

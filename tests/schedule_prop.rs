@@ -9,12 +9,14 @@ use jiff::tz::TimeZone;
 use kronjob::schedule::{Schedule, SlotQuery, slots, time_zone};
 use proptest::prelude::*;
 
-/// One list element and the values it selects; `star` is robfig's star bit.
+/// One list element and the values it selects; `star` is robfig's star bit; `plain` says it
+/// is a single value or a range (no `*`, `?` or step).
 #[derive(Debug, Clone)]
 struct Elem {
     text: String,
     values: BTreeSet<u32>,
     star: bool,
+    plain: bool,
 }
 
 const MONTHS: [&str; 12] = [
@@ -36,12 +38,14 @@ fn elem(min: u32, max: u32, field: usize) -> impl Strategy<Value = Elem> {
         Just(Elem {
             text: "*".into(),
             values: (min..=max).collect(),
-            star: true
+            star: true,
+            plain: false,
         }),
         Just(Elem {
             text: "?".into(),
             values: (min..=max).collect(),
-            star: true
+            star: true,
+            plain: false,
         }),
         (value.clone(), any::<bool>()).prop_map(move |(v, named)| {
             let text = match (named, name_of(v, field)) {
@@ -52,6 +56,7 @@ fn elem(min: u32, max: u32, field: usize) -> impl Strategy<Value = Elem> {
                 text,
                 values: BTreeSet::from([v]),
                 star: false,
+                plain: true,
             }
         }),
         (value.clone(), value.clone()).prop_map(|(a, b)| {
@@ -60,6 +65,7 @@ fn elem(min: u32, max: u32, field: usize) -> impl Strategy<Value = Elem> {
                 text: format!("{a}-{b}"),
                 values: (a..=b).collect(),
                 star: false,
+                plain: true,
             }
         }),
         (value.clone(), value.clone(), 1u32..20).prop_map(|(a, b, s)| {
@@ -68,28 +74,34 @@ fn elem(min: u32, max: u32, field: usize) -> impl Strategy<Value = Elem> {
                 text: format!("{a}-{b}/{s}"),
                 values: (a..=b).step_by(s as usize).collect(),
                 star: false,
+                plain: false,
             }
         }),
         (1u32..25).prop_map(move |s| Elem {
             text: format!("*/{s}"),
             values: (min..=max).step_by(s as usize).collect(),
             star: s == 1,
+            plain: false,
         }),
         (value, 1u32..25).prop_map(move |(a, s)| Elem {
             text: format!("{a}/{s}"),
             values: (a..=max).step_by(s as usize).collect(),
             star: false,
+            plain: false,
         }),
     ]
 }
 
+/// An expression and, per field, its values, star bit and whether it is plain.
 #[derive(Debug, Clone)]
 struct Model {
     expr: String,
-    fields: Vec<(BTreeSet<u32>, bool)>,
+    fields: Vec<(BTreeSet<u32>, bool, bool)>,
 }
 
-fn field(min: u32, max: u32, idx: usize) -> impl Strategy<Value = (String, BTreeSet<u32>, bool)> {
+type FieldModel = (String, BTreeSet<u32>, bool, bool);
+
+fn field(min: u32, max: u32, idx: usize) -> impl Strategy<Value = FieldModel> {
     prop::collection::vec(elem(min, max, idx), 1..=3).prop_map(|elems| {
         let text = elems
             .iter()
@@ -101,7 +113,8 @@ fn field(min: u32, max: u32, idx: usize) -> impl Strategy<Value = (String, BTree
             .flat_map(|e| e.values.iter().copied())
             .collect();
         let star = elems.iter().any(|e| e.star);
-        (text, values, star)
+        let plain = elems.iter().all(|e| e.plain);
+        (text, values, star, plain)
     })
 }
 
@@ -121,15 +134,15 @@ fn model() -> impl Strategy<Value = Model> {
                     .map(|p| p.0.clone())
                     .collect::<Vec<_>>()
                     .join(" "),
-                fields: parts.into_iter().map(|p| (p.1, p.2)).collect(),
+                fields: parts.into_iter().map(|p| (p.1, p.2, p.3)).collect(),
             }
         })
 }
 
 fn date_matches(m: &Model, dt: jiff::civil::DateTime) -> bool {
-    let (dom, dom_star) = &m.fields[2];
-    let (month, _) = &m.fields[3];
-    let (dow, dow_star) = &m.fields[4];
+    let (dom, dom_star, _) = &m.fields[2];
+    let (month, _, _) = &m.fields[3];
+    let (dow, dow_star, _) = &m.fields[4];
     let d = dom.contains(&(dt.day() as u32));
     let w = dow.contains(&(dt.weekday().to_sunday_zero_offset() as u32));
     let day = if *dom_star || *dow_star {
@@ -147,8 +160,9 @@ fn time_matches(m: &Model, dt: jiff::civil::DateTime) -> bool {
         && m.fields[1].0.contains(&(dt.hour() as u32))
 }
 
+/// Minute and hour made of single values and ranges only (this model has no `H`).
 fn is_fixed_time(m: &Model) -> bool {
-    m.fields[0].0.len() == 1 && m.fields[1].0.len() == 1
+    m.fields[0].2 && m.fields[1].2
 }
 
 fn instant() -> impl Strategy<Value = Timestamp> {
@@ -169,11 +183,25 @@ const ZONES: [&str; 6] = [
 fn check_slot(m: &Model, t: Timestamp, tz: &TimeZone) -> Result<(), TestCaseError> {
     let dt = t.to_zoned(tz.clone()).datetime();
     if time_matches(m, dt) && date_matches(m, dt) {
+        // A fixed-time schedule runs a repeated time on its first pass only.
+        if is_fixed_time(m)
+            && let jiff::tz::AmbiguousOffset::Fold { before, .. } =
+                tz.to_ambiguous_timestamp(dt).offset()
+        {
+            prop_assert_eq!(
+                before.to_timestamp(dt).ok(),
+                Some(t),
+                "{} at {} ({}): second pass",
+                &m.expr,
+                t,
+                dt
+            );
+        }
         return Ok(());
     }
-    // The only allowed exception: a fixed-time job whose time fell into a DST gap runs at
-    // the first instant after the gap, so `t` is a transition and the scheduled wall time
-    // of that date does not exist.
+    // The only allowed exception: a fixed-time job whose times fell into a DST gap runs at
+    // the first instant after the gap, so `t` is a transition and some scheduled wall time
+    // just before `dt` does not exist.
     prop_assert!(is_fixed_time(m), "{} at {t} ({dt}) does not match", m.expr);
     let before = t
         .checked_sub(jiff::SignedDuration::from_secs(1))
@@ -185,16 +213,20 @@ fn check_slot(m: &Model, t: Timestamp, tz: &TimeZone) -> Result<(), TestCaseErro
         "{} at {t} ({dt}): not after a spring-forward gap",
         m.expr
     );
-    prop_assert!(date_matches(m, dt), "{} at {t} ({dt}): wrong date", m.expr);
-    let hour = *m.fields[1].0.iter().next().expect("one hour") as i8;
-    let minute = *m.fields[0].0.iter().next().expect("one minute") as i8;
-    let scheduled = dt.date().at(hour, minute, 0, 0);
-    let gap = tz.to_ambiguous_zoned(scheduled);
-    prop_assert!(
-        matches!(gap.offset(), jiff::tz::AmbiguousOffset::Gap { .. }),
-        "{} at {t}: {scheduled} is not in a gap",
-        m.expr
-    );
+    let gap_start = dt
+        .checked_sub(jiff::SignedDuration::from_secs(i64::from(
+            off_at - off_before,
+        )))
+        .expect("in range");
+    let mut w = gap_start;
+    let mut found = false;
+    while w < dt {
+        found |= time_matches(m, w) && date_matches(m, w);
+        w = w
+            .checked_add(jiff::SignedDuration::from_mins(1))
+            .expect("in range");
+    }
+    prop_assert!(found, "{} at {t}: no scheduled time in the gap", m.expr);
     Ok(())
 }
 
@@ -299,6 +331,154 @@ proptest! {
                 let late = deadline.is_some_and(|dl| t.as_second() + k_due * d + dl <= now.as_second());
                 prop_assert!(k_due == 0 || late);
                 prop_assert_eq!(got.missed, 0);
+            }
+        }
+    }
+}
+
+/// A model whose minute and hour are fixed-time (single values and ranges) and whose hours
+/// sit where clocks change (around midnight and 01:00-03:00).
+fn fixed_model() -> impl Strategy<Value = Model> {
+    let minute = prop::collection::vec(
+        prop_oneof![
+            (0u32..60).prop_map(|v| (v.to_string(), BTreeSet::from([v]))),
+            (0u32..60, 0u32..20).prop_map(|(a, n)| {
+                let b = (a + n).min(59);
+                (format!("{a}-{b}"), (a..=b).collect())
+            }),
+        ],
+        1..=3,
+    );
+    let hour = prop::collection::vec(
+        prop_oneof![
+            prop::sample::select(vec![0u32, 1, 2, 3, 23])
+                .prop_map(|v| (v.to_string(), BTreeSet::from([v]))),
+            (0u32..4, 0u32..3).prop_map(|(a, n)| (format!("{a}-{}", a + n), (a..=a + n).collect())),
+        ],
+        1..=2,
+    );
+    (minute, hour, field(0, 6, 4)).prop_map(|(minute, hour, dow)| {
+        let join = |parts: &[(String, BTreeSet<u32>)]| {
+            let text = parts
+                .iter()
+                .map(|p| p.0.clone())
+                .collect::<Vec<_>>()
+                .join(",");
+            let values = parts.iter().flat_map(|p| p.1.iter().copied()).collect();
+            (text, values)
+        };
+        let (mt, mv) = join(&minute);
+        let (ht, hv) = join(&hour);
+        Model {
+            expr: format!("{mt} {ht} * * {}", dow.0),
+            fields: vec![
+                (mv, false, true),
+                (hv, false, true),
+                ((1..=31).collect(), true, false),
+                ((1..=12).collect(), true, false),
+                (dow.1, dow.2, false),
+            ],
+        }
+    })
+}
+
+/// The slots in `(from, until]`, straight from the rule's wording, walking real time minute
+/// by minute: a fixed-time schedule runs when the clock reaches a matching wall-clock time it
+/// has not shown before (several at once run once); an interval schedule runs whenever the
+/// clock shows a matching time. (The zones below change their clocks on whole minutes.)
+fn reference_slots(m: &Model, tz: &TimeZone, from: Timestamp, until: Timestamp) -> Vec<Timestamp> {
+    let minute = jiff::SignedDuration::from_mins(1);
+    let civil = |t: Timestamp| t.to_zoned(tz.clone()).datetime();
+    let start = Timestamp::from_second(from.as_second().div_euclid(60) * 60 - 2 * 86_400)
+        .expect("in range");
+    let mut shown = civil(start);
+    let mut out = Vec::new();
+    let mut u = start;
+    while u < until {
+        u = u.checked_add(minute).expect("in range");
+        let now = civil(u);
+        let hit = if is_fixed_time(m) {
+            let mut w = shown.checked_add(minute).expect("in range");
+            let mut hit = false;
+            while w <= now {
+                hit |= time_matches(m, w) && date_matches(m, w);
+                w = w.checked_add(minute).expect("in range");
+            }
+            hit
+        } else {
+            time_matches(m, now) && date_matches(m, now)
+        };
+        shown = shown.max(now);
+        if hit && u > from && u <= until {
+            out.push(u);
+        }
+    }
+    out
+}
+
+const DST_ZONES: [&str; 5] = [
+    "America/New_York",
+    "Europe/Berlin",
+    "Australia/Lord_Howe",
+    "America/Santiago",
+    "Australia/Sydney",
+];
+
+/// A DST zone, an instant up to 30 hours before one of the first two clock changes of a year
+/// there, and the instant 30 hours after that change.
+fn near_transition() -> impl Strategy<Value = (usize, Timestamp, Timestamp)> {
+    (
+        0usize..DST_ZONES.len(),
+        2000i16..2040,
+        0usize..2,
+        0i64..108_000,
+    )
+        .prop_map(|(zi, year, k, before)| {
+            let tz = time_zone(Some(DST_ZONES[zi])).expect("zone");
+            let jan = jiff::civil::date(year, 1, 1)
+                .to_zoned(TimeZone::UTC)
+                .expect("in range")
+                .timestamp();
+            let change = tz.following(jan).nth(k).expect("DST zone").timestamp();
+            let from = change
+                .checked_sub(jiff::SignedDuration::from_secs(before))
+                .expect("in range");
+            let until = change
+                .checked_add(jiff::SignedDuration::from_hours(30))
+                .expect("in range");
+            (zi, from, until)
+        })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Around clock changes, next_after and prev_at_or_before give exactly the slots of the
+    /// rule's wording, for fixed-time and interval schedules alike.
+    #[test]
+    fn slots_around_clock_changes_follow_the_rule(
+        m in prop_oneof![fixed_model(), model()], (zi, from, until) in near_transition(),
+    ) {
+        let s = Schedule::parse(&m.expr, "ns/name")
+            .map_err(|e| TestCaseError::fail(format!("{}: {e}", m.expr)))?;
+        let tz = time_zone(Some(DST_ZONES[zi])).expect("zone");
+        let want = reference_slots(&m, &tz, from, until);
+        let mut got = Vec::new();
+        let mut t = from;
+        while let Some(n) = s.next_after(t, &tz) {
+            if n > until {
+                break;
+            }
+            got.push(n);
+            t = n;
+        }
+        prop_assert_eq!(&got, &want, "{} in {} from {}", m.expr, DST_ZONES[zi], from);
+        for (i, slot) in want.iter().enumerate() {
+            prop_assert_eq!(s.prev_at_or_before(*slot, &tz), Some(*slot));
+            if i > 0 {
+                let just_before =
+                    slot.checked_sub(jiff::SignedDuration::from_secs(1)).expect("range");
+                prop_assert_eq!(s.prev_at_or_before(just_before, &tz), Some(want[i - 1]));
             }
         }
     }

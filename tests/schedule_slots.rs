@@ -734,3 +734,48 @@ fn dst_slots_in_new_york() {
     assert_eq!(got.due, Some(ts("2024-11-03T06:00:00Z")));
     assert_eq!(got.missed, 2);
 }
+
+#[test]
+fn dst_slots_of_fixed_time_lists() {
+    let tz = time_zone(Some("America/New_York")).expect("zone");
+    let query = |expr: &str, last: &str, now: &str| {
+        let schedule = Schedule::parse(expr, "").expect("parse");
+        slots(&SlotQuery {
+            schedule: &schedule,
+            tz: &tz,
+            last_schedule_time: Some(ts(last)),
+            creation_timestamp: ts("2024-01-01T00:00:00Z"),
+            starting_deadline_seconds: None,
+            now: ts(now),
+        })
+        .expect("slots")
+    };
+    // Last run 02:30 EST on 2024-03-09, controller down over the spring-forward night: 02:00
+    // and 02:30 of 2024-03-10 do not exist and run once, together, at 03:00 EDT (07:00Z).
+    let got = query(
+        "0,30 2 * * *",
+        "2024-03-09T07:30:00Z",
+        "2024-03-10T12:00:00Z",
+    );
+    assert_eq!(got.due, Some(ts("2024-03-10T07:00:00Z")));
+    assert_eq!(got.missed, 1);
+    assert_eq!(got.next, Some(ts("2024-03-11T06:00:00Z")));
+    // Down from 03-08 02:30 EST to 03-11 08:00 EDT: 03-09 02:00 and 02:30, the one 03-10
+    // run, 03-11 02:00 and 02:30.
+    let got = query(
+        "0,30 2 * * *",
+        "2024-03-08T07:30:00Z",
+        "2024-03-11T12:00:00Z",
+    );
+    assert_eq!(got.due, Some(ts("2024-03-11T06:30:00Z")));
+    assert_eq!(got.missed, 5);
+    // Fall back: the first 01:00 ran; down until 03:00 EST. Only the first 01:30 was missed.
+    let got = query(
+        "0,30 1 * * *",
+        "2024-11-03T05:00:00Z",
+        "2024-11-03T08:00:00Z",
+    );
+    assert_eq!(got.due, Some(ts("2024-11-03T05:30:00Z")));
+    assert_eq!(got.missed, 1);
+    assert_eq!(got.next, Some(ts("2024-11-04T06:00:00Z")));
+}

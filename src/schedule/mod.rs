@@ -15,8 +15,11 @@
 //! (included below).
 //!
 //! # Why croner, behind an adapter
-//! The time arithmetic is done by [`croner`], whose zoned search already implements the
-//! classic cron DST rule we want and which reads five-field expressions with Sunday = 0.
+//! The calendar arithmetic is done by [`croner`], which reads five-field expressions with
+//! Sunday = 0. Interval schedules use its zoned search, which follows real elapsed time.
+//! Fixed-time schedules use it on the wall clock only (evaluated in UTC) and map each matching
+//! wall-clock time to an instant here (`wall.rs`): croner's own fixed-time rule covers a single
+//! minute and hour only, and treats lists and ranges as interval jobs.
 //! The `cron` crate was not used: it requires a seconds field and numbers weekdays 1-7 with
 //! Sunday = 1 (Quartz), so a naive `"0 " + expr` silently shifts every numeric day of week,
 //! and it ANDs day of month with day of week. Croner in turn accepts more than Kubernetes
@@ -27,6 +30,7 @@
 
 mod parse;
 mod slots;
+mod wall;
 mod zone;
 
 use std::fmt;
@@ -62,6 +66,9 @@ struct CronSpec {
     fields: [FieldSet; 5],
     /// False when no calendar day can ever match (e.g. `0 0 30 2 *`).
     fires: bool,
+    /// Minute and hour written with single values, ranges and lists only (no `*`, `?`, step
+    /// or `H`): the schedule names wall-clock times and follows the fixed-time DST rule.
+    fixed_time: bool,
     engine: Cron,
 }
 
@@ -125,6 +132,7 @@ impl Schedule {
         let mut fields = [FieldSet {
             bits: 0,
             star: false,
+            plain: false,
         }; 5];
         let mut uses_hash = false;
         for (i, field) in Field::ALL.iter().enumerate() {
@@ -142,13 +150,15 @@ impl Schedule {
         } else {
             true
         };
-        let engine = build_engine(&fields)?;
+        let fixed_time = fields[0].plain && fields[1].plain;
+        let engine = build_engine(&fields, fixed_time)?;
         Ok(Schedule {
             source: expr.to_string(),
             uses_hash,
             kind: Kind::Cron(Box::new(CronSpec {
                 fields,
                 fires,
+                fixed_time,
                 engine,
             })),
         })
@@ -166,6 +176,9 @@ impl Schedule {
             Kind::Cron(spec) => {
                 if !spec.fires {
                     return None;
+                }
+                if spec.fixed_time {
+                    return wall::next_after(&spec.engine, after, tz);
                 }
                 let origin = after.to_zoned(tz.clone());
                 spec.engine
@@ -186,12 +199,15 @@ impl Schedule {
         if !spec.fires {
             return None;
         }
-        let origin = floor_second(at).to_zoned(tz.clone());
-        let found = spec
-            .engine
-            .find_previous_occurrence(&origin, true)
-            .ok()?
-            .timestamp();
+        let found = if spec.fixed_time {
+            wall::prev_at_or_before(&spec.engine, at, tz)?
+        } else {
+            let origin = floor_second(at).to_zoned(tz.clone());
+            spec.engine
+                .find_previous_occurrence(&origin, true)
+                .ok()?
+                .timestamp()
+        };
         // Cross-check against the forward search, which defines the slots: the slot found
         // must be what `next_after` yields just before it.
         let before = found.checked_sub(jiff::SignedDuration::from_secs(1)).ok()?;
@@ -302,13 +318,24 @@ fn list(set: &FieldSet) -> String {
 /// Build croner's pattern from explicit lists. Day of month / day of week: croner ignores a
 /// field written `*` and ORs two restricted ones, so writing `*` exactly where robfig's star
 /// bit is set reproduces robfig's rule (a star-bit field selects every value anyway).
-fn build_engine(fields: &[FieldSet; 5]) -> Result<Cron, ParseError> {
+///
+/// Croner runs a pattern with one minute and one hour as a fixed-time job in its zoned
+/// search. An interval schedule can select one minute and one hour too (`H H * * *`,
+/// `30 2/24 * * *`); its minute is then written `m-m/2`, the same single value with a step,
+/// which croner runs as an interval job.
+fn build_engine(fields: &[FieldSet; 5], fixed_time: bool) -> Result<Cron, ParseError> {
     let [min, hour, dom, month, dow] = fields;
     let dom_text = if dom.star { "*".to_string() } else { list(dom) };
     let dow_text = if dow.star { "*".to_string() } else { list(dow) };
+    let single = |f: &FieldSet| f.bits.count_ones() == 1;
+    let min_text = if !fixed_time && single(min) && single(hour) {
+        format!("{0}-{0}/2", list(min))
+    } else {
+        list(min)
+    };
     let pattern = format!(
         "{} {} {} {} {}",
-        list(min),
+        min_text,
         list(hour),
         dom_text,
         list(month),

@@ -146,11 +146,13 @@ impl ParseError {
 }
 
 /// The values one field selects: bit `v` set = value `v` selected; `star` is robfig's star bit
-/// (the field was `*` or `?`, with no step or a step of 1).
+/// (the field was `*` or `?`, with no step or a step of 1); `plain` says the text named its
+/// values only by single values, ranges and lists: no `*`, `?`, step `/` or `H`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct FieldSet {
     pub bits: u64,
     pub star: bool,
+    pub plain: bool,
 }
 
 impl FieldSet {
@@ -259,7 +261,8 @@ fn get_range(field: Field, expr: &str) -> Result<FieldSet, ParseError> {
     let low_and_high: Vec<&str> = range_and_step[0].split('-').collect();
     let single = low_and_high.len() == 1;
     let (start, mut end, mut star);
-    if low_and_high[0] == "*" || low_and_high[0] == "?" {
+    let wildcard = low_and_high[0] == "*" || low_and_high[0] == "?";
+    if wildcard {
         start = field.min();
         end = field.max();
         star = true;
@@ -301,6 +304,7 @@ fn get_range(field: Field, expr: &str) -> Result<FieldSet, ParseError> {
     Ok(FieldSet {
         bits: bits(start, end, step),
         star,
+        plain: !wildcard && range_and_step.len() == 1,
     })
 }
 
@@ -349,6 +353,7 @@ fn h_range(field: Field, expr: &str, hash: u64) -> Result<FieldSet, ParseError> 
             FieldSet {
                 bits: 1u64 << v,
                 star: false,
+                plain: false,
             }
         }
         Some(_) => {
@@ -356,6 +361,7 @@ fn h_range(field: Field, expr: &str, hash: u64) -> Result<FieldSet, ParseError> 
             FieldSet {
                 bits: bits(start + offset, end, step),
                 star: false,
+                plain: false,
             }
         }
     };
@@ -372,6 +378,7 @@ pub(crate) fn get_field(
     let mut set = FieldSet {
         bits: 0,
         star: false,
+        plain: true,
     };
     let mut uses_h = false;
     for (index, expr) in text.split(',').filter(|e| !e.is_empty()).enumerate() {
@@ -383,6 +390,7 @@ pub(crate) fn get_field(
         };
         set.bits |= part.bits;
         set.star |= part.star;
+        set.plain &= part.plain;
     }
     if set.bits == 0 {
         return Err(ParseError::field_err(
