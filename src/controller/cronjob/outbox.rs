@@ -72,6 +72,17 @@ impl std::fmt::Debug for Workers {
     }
 }
 
+/// An Event of the reconciler (action `Reconcile`).
+fn reconcile_event(type_: EventType, reason: &str, note: String) -> Event {
+    Event {
+        type_,
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    }
+}
+
 /// A new outbox and its workers. `dropped` counts work lost to a full queue, `deleted` the
 /// history Jobs deleted; failed deletes ask `reconcile` for a new reconcile of their CronJob
 /// after a backoff.
@@ -119,13 +130,7 @@ impl Outbox {
 
     /// Publish `reason`/`note` on `cronjob`, later.
     pub fn event(&self, cronjob: &ObjectReference, type_: EventType, reason: &str, note: String) {
-        let event = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
+        let event = reconcile_event(type_, reason, note);
         self.clone().send(Work::Event {
             on: cronjob.clone(),
             event,
@@ -264,13 +269,7 @@ impl Shared {
                 )
             }
         };
-        let event = Event {
-            type_,
-            reason: reason.to_string(),
-            note: Some(note),
-            action: "Reconcile".into(),
-            secondary: None,
-        };
-        self.publish(cronjob, &event).await;
+        self.publish(cronjob, &reconcile_event(type_, reason, note))
+            .await;
     }
 }
