@@ -565,12 +565,31 @@ fn retry_delay<K: TtlObject>(obj: &K, error: &Error, ctx: &Context) -> Duration 
     delay
 }
 
-/// Watch `api` and reconcile every object until `shutdown`.
+/// Whether a watch event is worth caching and reconciling: objects that can expire (finished,
+/// with a TTL, not being deleted) and everything that is not an object's new state. A running
+/// Job or one without a TTL is neither cached nor reconciled: when it finishes or gets a TTL,
+/// its next event brings it in. A cached copy that stops qualifying stays until its deletion;
+/// it can only cause a fresh read, which decides again.
+fn worth_keeping<K: TtlObject>(
+    event: &Result<watcher::Event<K>, watcher::Error>,
+    now: Timestamp,
+) -> bool {
+    match event {
+        Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+            !matches!(obj.ttl_state(now), TtlState::NotCandidate)
+        }
+        _ => true,
+    }
+}
+
+/// Watch `api` and reconcile every object that can expire, until `shutdown`.
 async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) {
     let (reader, writer) = reflector::store();
+    let clock = Arc::clone(&ctx.clock);
     let objects = watcher(api, K::watch_config(ctx.scope))
         .backoff(super::backoff::watch_backoff())
         .modify(K::slim)
+        .filter(move |event| future::ready(worth_keeping(event, clock.now())))
         .reflect(writer)
         .applied_objects();
     let queue = trigger_self(objects, ()).take_until(shutdown.cancelled_owned());

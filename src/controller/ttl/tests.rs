@@ -649,3 +649,38 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         "{text}"
     );
 }
+
+#[test]
+fn only_objects_that_can_expire_are_cached() {
+    let now = Timestamp::from_second(1_700_000_000).expect("time");
+    let job = |value: Value| -> Job { serde_json::from_value(value).expect("job") };
+    let finished =
+        json!({"type": "Complete", "status": "True", "lastTransitionTime": "2023-11-14T22:00:00Z"});
+    let running = job(
+        json!({"metadata": {"name": "a"}, "spec": {"ttlSecondsAfterFinished": 60, "template": {}}}),
+    );
+    let no_ttl = job(json!({"metadata": {"name": "b"}, "spec": {"template": {}},
+        "status": {"conditions": [finished.clone()]}}));
+    let expiring = job(
+        json!({"metadata": {"name": "c"}, "spec": {"ttlSecondsAfterFinished": 60, "template": {}},
+        "status": {"conditions": [finished.clone()]}}),
+    );
+    let deleting = job(
+        json!({"metadata": {"name": "d", "deletionTimestamp": "2023-11-14T22:00:00Z"},
+        "spec": {"ttlSecondsAfterFinished": 60, "template": {}}, "status": {"conditions": [finished]}}),
+    );
+    let keep = |event: watcher::Event<Job>| worth_keeping(&Ok(event), now);
+    assert!(!keep(watcher::Event::Apply(running.clone())), "running");
+    assert!(!keep(watcher::Event::InitApply(no_ttl)), "no TTL");
+    assert!(!keep(watcher::Event::Apply(deleting)), "being deleted");
+    assert!(
+        keep(watcher::Event::Apply(expiring.clone())),
+        "finished with a TTL"
+    );
+    assert!(
+        keep(watcher::Event::InitApply(expiring)),
+        "finished with a TTL, relisted"
+    );
+    assert!(keep(watcher::Event::Delete(running)), "deletions always");
+    assert!(keep(watcher::Event::Init) && keep(watcher::Event::InitDone));
+}
