@@ -4,14 +4,15 @@
 //!
 //! The index is fed by one watch of Jobs (label selector [`LABEL_CRONJOB`], so unrelated Jobs
 //! never reach it); the same stream also triggers the CronJob controller. Objects are slimmed
-//! by [`crate::controller::jobs::slim`] before they are stored. With several namespaces, one watch per namespace is
+//! by [`crate::controller::jobs::slim`], and only their metadata and status are stored. With several namespaces, one watch per namespace is
 //! merged by [`merge_watches`], which keeps each watch's re-list from wiping the others.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::{Stream, StreamExt, stream};
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{Job, JobStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 use kube::runtime::reflector::{Lookup, ObjectRef};
 use kube::runtime::watcher;
@@ -52,9 +53,36 @@ struct Inner {
     by_owner: HashMap<String, HashSet<ObjectRef<Job>>>,
 }
 
+/// What the index keeps of a Job: its metadata and status. No reader of the index looks at a
+/// cached Job's spec, and a `Job` value takes ~2.4 KB whatever its spec holds (the pod template
+/// is inline in the struct), so keeping only these two takes a few hundred bytes a Job.
+#[derive(Debug)]
+struct Stored {
+    metadata: ObjectMeta,
+    status: Option<JobStatus>,
+}
+
+impl Stored {
+    fn of(job: Job) -> Self {
+        Self {
+            metadata: job.metadata,
+            status: job.status,
+        }
+    }
+
+    /// The Job as readers see it: metadata and status, no spec.
+    fn job(&self) -> Arc<Job> {
+        Arc::new(Job {
+            metadata: self.metadata.clone(),
+            spec: None,
+            status: self.status.clone(),
+        })
+    }
+}
+
 #[derive(Debug)]
 struct Entry {
-    job: Arc<Job>,
+    job: Stored,
     meaning: Meaning,
 }
 
@@ -71,7 +99,7 @@ impl Inner {
                 .or_default()
                 .insert(key.clone());
         }
-        let job = Arc::new(job);
+        let job = Stored::of(job);
         self.objects.insert(key, Entry { job, meaning });
         changed
     }
@@ -79,7 +107,7 @@ impl Inner {
     /// Drop `key`; the Job, if it was there.
     fn remove(&mut self, key: &ObjectRef<Job>) -> Option<Arc<Job>> {
         self.unlink(key);
-        self.objects.remove(key).map(|e| e.job)
+        self.objects.remove(key).map(|e| e.job.job())
     }
 
     /// Remove `key` from the owner set it is currently filed under.
@@ -147,14 +175,14 @@ impl OwnerIndex {
             return Vec::new();
         };
         keys.iter()
-            .filter_map(|k| inner.objects.get(k).map(|e| e.job.clone()))
+            .filter_map(|k| inner.objects.get(k).map(|e| e.job.job()))
             .collect()
     }
 
     /// One cached Job by namespace and name.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
         let key = ObjectRef::new(name).within(namespace);
-        read(&self.inner).objects.get(&key).map(|e| e.job.clone())
+        read(&self.inner).objects.get(&key).map(|e| e.job.job())
     }
 
     /// Every cached Job (used when a namespace watch re-lists).
@@ -162,7 +190,7 @@ impl OwnerIndex {
         read(&self.inner)
             .objects
             .values()
-            .map(|e| e.job.clone())
+            .map(|e| e.job.job())
             .collect()
     }
 
@@ -253,7 +281,7 @@ impl IndexWriter {
                         .objects
                         .iter()
                         .filter(|(key, _)| !fresh.objects.contains_key(key))
-                        .map(|(_, e)| Job::clone(&e.job)),
+                        .map(|(_, e)| Job::clone(&e.job.job())),
                 );
                 *current = fresh;
                 drop(current);
@@ -373,7 +401,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
 
     fn job(ns: &str, name: &str, owner: Option<&str>) -> Job {
         Job {
@@ -394,6 +422,25 @@ mod tests {
             },
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn a_cached_job_keeps_its_metadata_and_status_and_not_its_spec() {
+        let (index, mut writer) = owner_index();
+        writer.apply_watcher_event(&watcher::Event::Init);
+        writer.apply_watcher_event(&watcher::Event::InitDone);
+        let mut created = job("ns", "a", Some("u1"));
+        created.spec = Some(Default::default());
+        created.status = Some(JobStatus {
+            active: Some(1),
+            ..Default::default()
+        });
+        writer.apply_watcher_event(&watcher::Event::Apply(created.clone()));
+        let cached = index.get("ns", "a").expect("cached");
+        assert_eq!(cached.metadata, created.metadata);
+        assert_eq!(cached.status, created.status);
+        assert_eq!(cached.spec, None, "readers never need it");
+        assert_eq!(index.jobs_of("u1").len(), 1);
     }
 
     fn names(mut jobs: Vec<Arc<Job>>) -> Vec<String> {
