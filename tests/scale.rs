@@ -49,6 +49,18 @@ async fn settled(sim: &ApiSim, clock: Arc<TokioClock>) -> support::sim::Running 
     running
 }
 
+/// Every minute, Jobs that succeed in 10 s: settled, then run through the 10:01 slot and the
+/// completions (the clock reads 10:01:25 when it returns).
+async fn one_slot_whose_jobs_succeed() -> (ApiSim, support::sim::Running) {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    sim.set_job_duration(Some(Duration::from_secs(10)));
+    seed(&sim, "* * * * *");
+    let running = settled(&sim, clock).await;
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    (sim, running)
+}
+
 fn count(counts: &std::collections::BTreeMap<String, usize>, key: &str) -> usize {
     counts.get(key).copied().unwrap_or(0)
 }
@@ -140,12 +152,7 @@ async fn a_minute_with_nothing_due_costs_no_write() {
 
 #[tokio::test(start_paused = true)]
 async fn a_job_that_finishes_costs_one_status_write_and_one_event_more() {
-    let clock = TokioClock::new(t(START));
-    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
-    sim.set_job_duration(Some(Duration::from_secs(10)));
-    seed(&sim, "* * * * *");
-    let running = settled(&sim, clock).await;
-    tokio::time::sleep(Duration::from_secs(50)).await;
+    let (sim, running) = one_slot_whose_jobs_succeed().await;
     let counts = writes(&sim);
     record_calls(&sim);
     println!("one slot with completion: {counts:?}");
@@ -163,12 +170,7 @@ async fn a_job_that_finishes_costs_one_status_write_and_one_event_more() {
 /// success and the 10:02 slot; they leave with the controller.
 #[tokio::test(start_paused = true)]
 async fn the_per_cronjob_series_follow_the_status_and_leave_with_the_controller() {
-    let clock = TokioClock::new(t(START));
-    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
-    sim.set_job_duration(Some(Duration::from_secs(10)));
-    seed(&sim, "* * * * *");
-    let running = settled(&sim, clock).await;
-    tokio::time::sleep(Duration::from_secs(50)).await;
+    let (sim, running) = one_slot_whose_jobs_succeed().await;
     let mut registry = prometheus_client::registry::Registry::default();
     registry.register_collector(Box::new(running.metrics.cronjobs.clone()));
     let scrape = |registry: &prometheus_client::registry::Registry| {
