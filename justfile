@@ -18,7 +18,8 @@ tools:
 build:
     cargo build --release
 
-# Unit and integration tests, benches run once as tests (e2e tests are ignored unless `just e2e`).
+# Unit, integration and e2e tests, benches run once as tests (the e2e tests need KUBEBUILDER_ASSETS,
+# else they are skipped with one line).
 test:
     ./scripts/test.sh
 
@@ -58,9 +59,10 @@ install:
 run *ARGS:
     cargo run --release -- run --install-crd {{ARGS}}
 
-# End-to-end tests against the cluster in KUBECONFIG (needs KRONJOB_E2E=1 and a running manager or image).
-e2e:
-    KRONJOB_E2E=1 cargo test --test e2e -- --ignored --test-threads=1 --nocapture
+# End-to-end tests on a real control plane started from KUBEBUILDER_ASSETS (etcd, kube-apiserver,
+# kube-controller-manager), e.g. `KUBEBUILDER_ASSETS=$(setup-envtest use 1.34.x -p path) just e2e`.
+e2e *ARGS:
+    KRONJOB_E2E_REQUIRED=1 cargo test --test e2e -- {{ARGS}}
 
 # Benchmarks (criterion).
 bench:

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Runs the whole test suite (cargo test over all targets of the workspace), then the RBAC check
 # over the API calls the suite recorded, and closes with one line that sums every test binary's
-# result: "tests: N passed, N failed, N skipped" (skipped = ignored e2e and the RBAC check,
+# result: "tests: N passed, N failed, N skipped" (skipped = the RBAC check,
 # which the second step runs).
 set -uo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

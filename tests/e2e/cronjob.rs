@@ -1,17 +1,18 @@
-//! End-to-end scenarios of the CronJob reconciler. The lead's harness provides the cluster, the
-//! running manager and a fresh namespace, and calls each `pub async fn` with them.
+//! The CronJob reconciler on a real API server: the README's commands, Jobs on time with
+//! their status, completion and history, manual runs.
 
 use std::time::Duration;
 
-use k8s_openapi::api::batch::v1::Job;
-use kronjob::api::{CronJob, LABEL_CRONJOB};
-use kube::api::{ListParams, PostParams};
-use kube::{Api, Client};
-use serde_json::json;
+use kronjob::api::{ANNOTATION_TRIGGER, CronJob};
+use kube::ResourceExt;
+use kube::api::PostParams;
+use serde_json::{Value, json};
 
-/// A CronJob on `* * * * *`; with `suspend_jobs` its Jobs start no Pod.
-fn cronjob(name: &str, history: i32, suspend_jobs: bool) -> CronJob {
-    serde_json::from_value(json!({
+use crate::harness::{Ctx, Env, wait_for};
+
+/// A CronJob on `* * * * *` keeping `history` successful Jobs.
+pub fn every_minute(name: &str, history: i32) -> Value {
+    json!({
         "apiVersion": "batch.kronjob.dev/v1",
         "kind": "CronJob",
         "metadata": { "name": name },
@@ -19,66 +20,115 @@ fn cronjob(name: &str, history: i32, suspend_jobs: bool) -> CronJob {
             "schedule": "* * * * *",
             "successfulJobsHistoryLimit": history,
             "jobTemplate": { "spec": {
-                "suspend": suspend_jobs,
+                "backoffLimit": 0,
                 "template": { "spec": {
                     "restartPolicy": "Never",
                     "containers": [{ "name": "c", "image": "busybox:1.36", "command": ["true"] }]
                 }}
             }}
         }
-    }))
-    .expect("CronJob manifest")
+    })
 }
 
-async fn jobs_of(client: &Client, ns: &str, name: &str) -> Vec<Job> {
-    let jobs: Api<Job> = Api::namespaced(client.clone(), ns);
-    jobs.list(&ListParams::default().labels(&format!("{LABEL_CRONJOB}={name}")))
+/// Create the CronJob `manifest` in the Env's namespace.
+pub async fn create(env: &Env, manifest: Value) -> CronJob {
+    let cj: CronJob = serde_json::from_value(manifest).expect("CronJob manifest");
+    env.api::<CronJob>()
+        .create(&PostParams::default(), &cj)
         .await
-        .expect("list jobs")
-        .items
+        .expect("create CronJob")
 }
 
-async fn wait_for<T, F, Fut>(what: &str, timeout: Duration, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = probe().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out waiting for {what}"
-        );
-        tokio::time::sleep(Duration::from_secs(1)).await;
+/// The README's install commands, as written: `kubectl apply -f crd/` and `-k crd/`, the
+/// samples with `-f` and `-k`; every sample gets `status.nextScheduleTime` from the running
+/// operator, and `kubectl get kcj` prints the README's header with NEXT SCHEDULE a future time.
+pub async fn readme_install_commands_and_kubectl_get_output(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let mut manager = env.manager(&["--install-crd"]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let ns = env.namespace.as_str();
+    env.kubectl_ok(&["apply", "-f", "crd/"]);
+    env.kubectl_ok(&["apply", "-k", "crd/"]);
+    let created = env.kubectl_ok(&["apply", "-n", ns, "-f", "config/samples/"]);
+    env.kubectl_ok(&["apply", "-n", ns, "-k", "config/samples/"]);
+    let names: Vec<String> = created
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter_map(|object| object.rsplit('/').next())
+        .map(str::to_string)
+        .collect();
+    assert!(names.len() >= 2, "{created}");
+    let api = env.api::<CronJob>();
+    for name in &names {
+        wait_for(Duration::from_secs(30), "status.nextScheduleTime", || {
+            let api = api.clone();
+            async move {
+                api.get_status(name)
+                    .await
+                    .ok()?
+                    .status?
+                    .next_schedule_time
+                    .map(|_| ())
+            }
+        })
+        .await;
     }
+    let table = env.kubectl_ok(&["get", "kcj", "-n", ns]);
+    let readme = std::fs::read_to_string(crate::tools::root().join("README.md")).expect("README");
+    assert_eq!(header(&table), header(&readme), "README header vs\n{table}");
+    let next_column = table
+        .lines()
+        .next()
+        .and_then(|h| h.find("NEXT SCHEDULE"))
+        .expect("NEXT SCHEDULE column");
+    let now = jiff::Timestamp::now();
+    for row in table.lines().skip(1) {
+        let cell = row
+            .get(next_column..)
+            .and_then(|rest| rest.split_whitespace().next())
+            .unwrap_or_default();
+        let next: jiff::Timestamp = cell
+            .parse()
+            .unwrap_or_else(|e| panic!("NEXT SCHEDULE {cell:?} is not a time ({e}):\n{table}"));
+        assert!(
+            next > now,
+            "NEXT SCHEDULE {next} is not in the future:\n{table}"
+        );
+    }
+    assert!(!table.contains("<invalid>"), "{table}");
+    drop(manager);
+    env.cleanup().await;
+}
+
+/// The words of the first line in `text` that reads like the header of `kubectl get kcj`.
+fn header(text: &str) -> Option<Vec<&str>> {
+    text.lines()
+        .map(|l| {
+            l.trim_start_matches("# ")
+                .split_whitespace()
+                .collect::<Vec<_>>()
+        })
+        .find(|words| words.first() == Some(&"NAME") && words.contains(&"SCHEDULE"))
 }
 
 /// A CronJob on `* * * * *` gets a Job within 65 s, named `<cronjob>-<unix minutes>`, owned by
 /// the CronJob, and the CronJob's status lists it as active.
-pub async fn creates_job_within_65s(client: Client, ns: &str) {
-    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
-    cronjobs
-        .create(&PostParams::default(), &cronjob("every-minute", 3, true))
-        .await
-        .expect("create CronJob");
-    let job = wait_for("a Job", Duration::from_secs(65), || async {
-        jobs_of(&client, ns, "every-minute")
-            .await
-            .into_iter()
-            .next()
+pub async fn creates_job_within_65s(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let _manager = env.manager(&[]);
+    create(&env, every_minute("every-minute", 3)).await;
+    let job = wait_for(Duration::from_secs(65), "a Job", || async {
+        env.jobs_of("every-minute").await.into_iter().next()
     })
     .await;
-    let name = job.metadata.name.clone().unwrap_or_default();
+    let name = job.name_any();
     assert!(name.starts_with("every-minute-"), "{name}");
     let owner = &job.metadata.owner_references.as_ref().expect("owner")[0];
     assert_eq!(owner.kind, "CronJob");
     assert_eq!(owner.controller, Some(true));
-    wait_for("status.active", Duration::from_secs(15), || async {
-        let cj = cronjobs.get("every-minute").await.ok()?;
-        let status = cj.status?;
+    let cronjobs = env.api::<CronJob>();
+    wait_for(Duration::from_secs(15), "status.active", || async {
+        let status = cronjobs.get("every-minute").await.ok()?.status?;
         (status
             .active
             .iter()
@@ -87,84 +137,73 @@ pub async fn creates_job_within_65s(client: Client, ns: &str) {
         .then_some(())
     })
     .await;
+    env.cleanup().await;
 }
 
-/// A Job that completes sets `lastSuccessfulTime`, and with
-/// `successfulJobsHistoryLimit: 0` the finished Job is deleted, without the slot running again.
-pub async fn completion_sets_last_success_and_trims_history(client: Client, ns: &str) {
-    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
-    cronjobs
-        .create(&PostParams::default(), &cronjob("trimmed", 0, false))
-        .await
-        .expect("create CronJob");
-    let job = wait_for("a Job", Duration::from_secs(65), || async {
-        jobs_of(&client, ns, "trimmed").await.into_iter().next()
+/// A Job whose Pod succeeds is finished by the Job controller; the CronJob's
+/// `lastSuccessfulTime` is set, and with `successfulJobsHistoryLimit: 0` the finished Job is
+/// deleted, without the slot running again.
+pub async fn completion_sets_last_success_and_trims_history(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let _manager = env.manager(&[]);
+    create(&env, every_minute("trimmed", 0)).await;
+    let job = wait_for(Duration::from_secs(65), "a Job", || async {
+        env.jobs_of("trimmed").await.into_iter().next()
     })
     .await;
-    // The Job really runs (`true`) and the Job controller marks it Complete.
-    let name = job.metadata.name.clone().unwrap_or_default();
-    wait_for("lastSuccessfulTime", Duration::from_secs(180), || async {
-        let cj = cronjobs.get("trimmed").await.ok()?;
-        cj.status?.last_successful_time.map(|_| ())
+    let name = job.name_any();
+    env.finish_pods(&name, "Succeeded").await;
+    let cronjobs = env.api::<CronJob>();
+    wait_for(Duration::from_secs(30), "lastSuccessfulTime", || async {
+        cronjobs
+            .get("trimmed")
+            .await
+            .ok()?
+            .status?
+            .last_successful_time
+            .map(|_| ())
     })
     .await;
-    wait_for("history trimmed", Duration::from_secs(30), || async {
-        let left = jobs_of(&client, ns, "trimmed").await;
-        (!left
-            .iter()
-            .any(|j| j.metadata.name.as_deref() == Some(name.as_str())))
-        .then_some(())
+    wait_for(Duration::from_secs(30), "history trimmed", || async {
+        let left = env.jobs_of("trimmed").await;
+        (!left.iter().any(|j| j.name_any() == name)).then_some(())
     })
     .await;
-    // The deleted slot is not re-run: no Job with the same name comes back within 5 s.
+    // The deleted slot is not re-run: no Job with the same name comes back.
     tokio::time::sleep(Duration::from_secs(5)).await;
-    let again = jobs_of(&client, ns, "trimmed").await;
+    let again = env.jobs_of("trimmed").await;
     assert!(
-        !again
-            .iter()
-            .any(|j| j.metadata.name.as_deref() == Some(name.as_str())),
+        !again.iter().any(|j| j.name_any() == name),
         "slot {name} ran twice"
     );
+    env.cleanup().await;
 }
 
 /// `kubectl kronjob trigger` on a CronJob with the longest valid name (52 characters): the
 /// manager creates the manual run, named within the 63 characters a Job may have, with the
 /// manager's `--default-job-ttl`, and removes the request. The CronJob is suspended, so only
 /// the manual run exists.
-pub async fn trigger_runs_now_with_the_default_ttl(client: Client, ns: &str) {
+pub async fn trigger_runs_now_with_the_default_ttl(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let _manager = env.manager(&["--default-job-ttl", "1h"]);
     let name = "a".repeat(52);
-    let mut cj = cronjob(&name, 3, true);
-    cj.spec.suspend = Some(true);
-    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
-    cronjobs
-        .create(&PostParams::default(), &cj)
-        .await
-        .expect("create CronJob");
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_kubectl-kronjob"))
-        .args(["trigger", &name, "-n", ns, "--wait", "30s"])
-        .output()
-        .expect("run kubectl-kronjob");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "{stdout}{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let jobs = jobs_of(&client, ns, &name).await;
+    let mut manifest = every_minute(&name, 3);
+    manifest["spec"]["suspend"] = json!(true);
+    create(&env, manifest).await;
+    let stdout = env.plugin_ok(&["trigger", &name, "-n", &env.namespace, "--wait", "30s"]);
+    let jobs = env.jobs_of(&name).await;
     assert_eq!(jobs.len(), 1, "one manual run");
     let job = &jobs[0];
-    let job_name = job.metadata.name.clone().unwrap_or_default();
+    let job_name = job.name_any();
     assert_eq!(stdout.trim(), format!("job.batch/{job_name} created"));
     assert!(job_name.len() <= 63, "{job_name}");
     let ttl = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished);
     assert_eq!(ttl, Some(3600), "the manager's --default-job-ttl");
-    wait_for("the request removed", Duration::from_secs(15), || async {
+    let cronjobs = env.api::<CronJob>();
+    wait_for(Duration::from_secs(15), "the request removed", || async {
         let cj = cronjobs.get(&name).await.ok()?;
-        (!cj.metadata
-            .annotations
-            .unwrap_or_default()
-            .contains_key(kronjob::api::ANNOTATION_TRIGGER))
-        .then_some(())
+        (!cj.annotations().contains_key(ANNOTATION_TRIGGER)).then_some(())
     })
     .await;
+    env.cleanup().await;
 }

@@ -1,7 +1,14 @@
-//! End-to-end tests against the cluster in KUBECONFIG, driving the real `kronjob` binary.
+//! End-to-end tests on a real control plane: etcd, kube-apiserver and kube-controller-manager
+//! (garbage collector, namespaces, ServiceAccounts, Jobs) from `KUBEBUILDER_ASSETS`, driving the
+//! real `kronjob` and `kubectl-kronjob` binaries, kubectl and helm.
 //!
-//! They are `#[ignore]`d: `just e2e` runs them with `KRONJOB_E2E=1`. Each test makes its own
-//! namespace and deletes it at the end.
+//! The runner starts one control plane, applies `crd/` as the README says, runs every case
+//! (in parallel: most of a case's time is waiting for a minute to turn) each in namespaces of
+//! its own, deletes them after the case, and stops the control plane. Cases that would disturb
+//! the others (killing the API server, cluster-wide installs) start a control plane of their own.
+//!
+//! Without `KUBEBUILDER_ASSETS` every case is skipped with one line saying so; with
+//! `KRONJOB_E2E_REQUIRED=1` (as CI sets it) that is a failure instead.
 
 mod cronjob;
 mod harness;
@@ -10,148 +17,206 @@ mod template;
 #[path = "../support/tools.rs"]
 mod tools;
 mod ttl;
+mod webhook;
 
-use harness::{Env, Manager, wait_for};
-use kronjob::api::CronJob;
-use kube::api::Api;
+use std::future::Future;
+use std::path::PathBuf;
+use std::pin::Pin;
+use std::process::ExitCode;
+use std::sync::OnceLock;
 use std::time::Duration;
 
-#[tokio::test]
-#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
-async fn readme_install_commands_and_kubectl_get_output() {
-    let env = Env::new().await;
-    let manager = Manager::spawn(&env, &[]);
-    harness::wait_crd_established(&env.client).await;
+use harness::{CASE_LABEL, Ctx};
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, ListParams};
+use kube::runtime::wait::{await_condition, conditions::is_crd_established};
+use libtest_mimic::{Arguments, Failed, Trial};
 
-    // The README's commands, as written: `-f` and `-k` both exit 0 for crd/ and the samples.
-    let kubectl = tools::tool("kubectl");
-    let ns = env.namespace.as_str();
-    tools::run(&kubectl, &["apply", "-f", "crd/"]);
-    tools::run(&kubectl, &["apply", "-k", "crd/"]);
-    let created = tools::run(&kubectl, &["apply", "-n", ns, "-f", "config/samples/"]);
-    tools::run(&kubectl, &["apply", "-n", ns, "-k", "config/samples/"]);
-    let names: Vec<String> = created
-        .lines()
-        .filter_map(|line| line.split_whitespace().next())
-        .filter_map(|object| object.rsplit('/').next())
-        .map(str::to_string)
-        .collect();
-    assert!(names.len() >= 2, "{created}");
+type CaseFn = fn(Ctx) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-    // Every sample gets a computed next schedule time from the running operator.
-    let api: Api<CronJob> = Api::namespaced(env.client.clone(), ns);
-    for name in &names {
-        wait_for(Duration::from_secs(30), || {
-            let api = api.clone();
-            let name = name.clone();
-            async move {
-                api.get_status(&name)
-                    .await
-                    .ok()
-                    .and_then(|cj| cj.status)
-                    .and_then(|s| s.next_schedule_time)
-                    .is_some()
-            }
-        })
-        .await
-        .unwrap_or_else(|| panic!("{name} never got status.nextScheduleTime"));
-    }
+/// Every case: its name (as `cargo test --test e2e NAME` filters it) and its body.
+macro_rules! cases {
+    ($($module:ident :: $name:ident),* $(,)?) => {
+        vec![$(
+            (concat!(stringify!($module), "::", stringify!($name)),
+             (|ctx| Box::pin($module::$name(ctx))) as CaseFn)
+        ),*]
+    };
+}
 
-    // `kubectl get kcj` prints the README's header, and NEXT SCHEDULE as a future time.
-    let table = tools::run(&kubectl, &["get", "kcj", "-n", ns]);
-    let readme = std::fs::read_to_string("README.md").expect("README.md");
-    assert_eq!(header(&table), header(&readme), "README header vs\n{table}");
-    let next_column = table
-        .lines()
-        .next()
-        .and_then(|h| h.find("NEXT SCHEDULE"))
-        .expect("NEXT SCHEDULE column");
-    let now = jiff::Timestamp::now();
-    for row in table.lines().skip(1) {
-        let cell = row
-            .get(next_column..)
-            .and_then(|rest| rest.split_whitespace().next())
-            .unwrap_or_default();
-        let next: jiff::Timestamp = cell
-            .parse()
-            .unwrap_or_else(|e| panic!("NEXT SCHEDULE {cell:?} is not a time ({e}):\n{table}"));
-        assert!(
-            next > now,
-            "NEXT SCHEDULE {next} is not in the future:\n{table}"
+fn cases() -> Vec<(&'static str, CaseFn)> {
+    cases![
+        cronjob::readme_install_commands_and_kubectl_get_output,
+        cronjob::creates_job_within_65s,
+        cronjob::completion_sets_last_success_and_trims_history,
+        cronjob::trigger_runs_now_with_the_default_ttl,
+        ttl::finished_owned_job_disappears,
+        template::webhook_denies_with_the_field_path,
+        template::reconciler_reports_the_refusal_and_creates_no_job,
+        leader::handover_keeps_every_slot_exactly_once,
+    ]
+}
+
+/// How many cases run at once unless `--test-threads` says otherwise: they mostly wait.
+const DEFAULT_THREADS: usize = 12;
+
+/// The shared control plane's admin kubeconfig and scratch folder, once started.
+static SHARED: OnceLock<(PathBuf, PathBuf)> = OnceLock::new();
+
+fn main() -> ExitCode {
+    let mut args = Arguments::from_args();
+    args.test_threads.get_or_insert(DEFAULT_THREADS);
+    let cases = cases();
+    let assets = match kronjob_envtest::Assets::from_env() {
+        Ok(assets) => assets,
+        Err(e) => {
+            eprintln!("e2e: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let Some(assets) = assets else {
+        eprintln!(
+            "e2e: {} cases skipped: KUBEBUILDER_ASSETS is not set (a folder with etcd, kube-apiserver and kube-controller-manager: ../shared/envtest/setup.sh or `setup-envtest use 1.34.x -p path` prints one)",
+            cases.len()
         );
+        if std::env::var("KRONJOB_E2E_REQUIRED").as_deref() == Ok("1") {
+            eprintln!("e2e: KRONJOB_E2E_REQUIRED=1: the e2e cases must run");
+            return ExitCode::FAILURE;
+        }
+        let trials = cases
+            .into_iter()
+            .map(|(name, _)| Trial::test(name, || Ok(())).with_ignored_flag(true))
+            .collect();
+        return libtest_mimic::run(&args, trials).exit_code();
+    };
+    if args.list {
+        let trials = cases
+            .into_iter()
+            .map(|(n, _)| Trial::test(n, || Ok(())))
+            .collect();
+        return libtest_mimic::run(&args, trials).exit_code();
     }
-    assert!(!table.contains("<invalid>"), "{table}");
-    drop(manager);
-    env.cleanup().await;
+    let runtime = runtime();
+    let plane = match runtime.block_on(start_shared(&assets)) {
+        Ok(plane) => plane,
+        Err(e) => {
+            eprintln!("e2e: cannot start the control plane: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let _ = SHARED.set((plane.kubeconfig().to_path_buf(), plane.dir().to_path_buf()));
+    let trials = cases
+        .into_iter()
+        .map(|(name, body)| Trial::test(name, move || run_case(name, body)))
+        .collect();
+    let conclusion = libtest_mimic::run(&args, trials);
+    if conclusion.has_failed() {
+        // Keep the control plane's logs for a look; its processes die with this one.
+        eprintln!("e2e: control plane logs in {}", plane.dir().display());
+        std::mem::forget(plane);
+    } else {
+        drop(plane);
+    }
+    conclusion.exit_code()
 }
 
-/// The words of the first line in `text` that reads like the header of `kubectl get kcj`.
-fn header(text: &str) -> Option<Vec<&str>> {
-    text.lines()
-        .map(|l| {
-            l.trim_start_matches("# ")
-                .split_whitespace()
-                .collect::<Vec<_>>()
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Start the shared control plane and install the CRD the way the README says.
+async fn start_shared(
+    assets: &kronjob_envtest::Assets,
+) -> Result<kronjob_envtest::ControlPlane, kronjob_envtest::Error> {
+    let plane = kronjob_envtest::ControlPlane::start(assets, Default::default()).await?;
+    eprintln!(
+        "e2e: control plane at {} (logs in {})",
+        plane.server(),
+        plane.dir().display()
+    );
+    let kubectl = tools::tool("kubectl");
+    let kubeconfig = plane.kubeconfig().display().to_string();
+    tools::run(
+        &kubectl,
+        &["--kubeconfig", &kubeconfig, "apply", "-f", "crd/"],
+    );
+    let crds: Api<CustomResourceDefinition> = Api::all(plane.client().await?);
+    let established = await_condition(crds, "cronjobs.batch.kronjob.dev", is_crd_established());
+    match tokio::time::timeout(Duration::from_secs(60), established).await {
+        Ok(Ok(_)) => {}
+        _ => panic!("the CRD was not established within 60 s"),
+    }
+    Ok(plane)
+}
+
+/// Run one case on its own runtime; delete its namespaces after it, whatever its outcome; on a
+/// failure, add the end of every log the case wrote.
+fn run_case(name: &'static str, body: CaseFn) -> Result<(), Failed> {
+    let Some((kubeconfig, dir)) = SHARED.get() else {
+        return Err("the control plane is not running".into());
+    };
+    let ctx = Ctx {
+        kubeconfig: kubeconfig.clone(),
+        logs: dir.join("logs").join(harness::label_value(name)),
+        case: name,
+    };
+    std::fs::create_dir_all(&ctx.logs).map_err(|e| format!("log folder: {e}"))?;
+    let runtime = runtime();
+    let outcome = runtime.block_on(async { tokio::spawn(body(ctx.clone())).await });
+    runtime.block_on(delete_namespaces(&ctx));
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(e) => {
+            let message = match e.try_into_panic() {
+                Ok(payload) => payload
+                    .downcast_ref::<String>()
+                    .cloned()
+                    .or_else(|| payload.downcast_ref::<&str>().map(|s| s.to_string()))
+                    .unwrap_or_else(|| "panicked".into()),
+                Err(e) => e.to_string(),
+            };
+            Err(format!("{message}\n{}", log_tails(&ctx.logs)).into())
+        }
+    }
+}
+
+async fn delete_namespaces(ctx: &Ctx) {
+    let Ok(client) = kronjob_envtest::client_from(&ctx.kubeconfig).await else {
+        return;
+    };
+    let api: Api<Namespace> = Api::all(client);
+    let selector = format!("{CASE_LABEL}={}", ctx.label());
+    let _ = tokio::time::timeout(
+        Duration::from_secs(30),
+        api.delete_collection(
+            &DeleteParams::background(),
+            &ListParams::default().labels(&selector),
+        ),
+    )
+    .await;
+}
+
+/// The last lines of every log in `dir`, for a failure message.
+fn log_tails(dir: &std::path::Path) -> String {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return String::new();
+    };
+    let mut paths: Vec<PathBuf> = entries.filter_map(|e| e.ok().map(|e| e.path())).collect();
+    paths.sort();
+    paths
+        .iter()
+        .map(|p| {
+            format!(
+                "--- last lines of {} ---\n{}",
+                p.display(),
+                kronjob_envtest::process::tail(p, 30)
+            )
         })
-        .find(|words| words.first() == Some(&"NAME") && words.contains(&"SCHEDULE"))
-}
-
-/// Start the real manager in a fresh namespace, run one scenario, clean up.
-async fn with_manager<F, Fut>(extra: &[&str], scenario: F)
-where
-    F: FnOnce(kube::Client, String) -> Fut,
-    Fut: std::future::Future<Output = ()>,
-{
-    let env = Env::new().await;
-    let manager = Manager::spawn(&env, extra);
-    harness::wait_crd_established(&env.client).await;
-    scenario(env.client.clone(), env.namespace.clone()).await;
-    drop(manager);
-    env.cleanup().await;
-}
-
-#[tokio::test]
-#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
-async fn cronjob_creates_a_job_within_65s() {
-    with_manager(&[], |client, ns| async move {
-        cronjob::creates_job_within_65s(client, &ns).await
-    })
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
-async fn completed_job_sets_last_success_and_history_is_trimmed() {
-    with_manager(&[], |client, ns| async move {
-        cronjob::completion_sets_last_success_and_trims_history(client, &ns).await
-    })
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
-async fn ttl_deletes_a_finished_owned_job_within_7s() {
-    with_manager(&["--ttl-jobs", "owned"], |client, ns| async move {
-        ttl::finished_owned_job_disappears(client, &ns).await
-    })
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
-async fn trigger_creates_a_manual_run_with_the_default_ttl() {
-    with_manager(&["--default-job-ttl", "1h"], |client, ns| async move {
-        cronjob::trigger_runs_now_with_the_default_ttl(client, &ns).await
-    })
-    .await;
-}
-
-#[tokio::test]
-#[ignore = "needs a cluster: KRONJOB_E2E=1 just e2e"]
-async fn an_invalid_job_template_is_denied_by_the_webhook_and_reported_by_the_reconciler() {
-    with_manager(&[], |client, ns| async move {
-        template::webhook_denies_with_the_field_path(client.clone(), &ns).await;
-        template::reconciler_reports_the_refusal_and_creates_no_job(client, &ns).await;
-    })
-    .await;
+        .collect::<Vec<_>>()
+        .join("\n")
 }

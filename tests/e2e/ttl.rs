@@ -1,45 +1,42 @@
-//! End-to-end: a finished Job controlled by a kronjob CronJob is deleted by the TTL controller.
-//! Needs a cluster with the CRD installed and the manager running (`--ttl-jobs=owned`); the
-//! lead's harness runs it only with `KRONJOB_E2E=1`.
+//! The TTL-after-finished controller on a real API server: a Job controlled by a kronjob
+//! CronJob, finished by the Job controller when its Pod succeeds, is deleted once its
+//! `ttlSecondsAfterFinished` expires.
 
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
 use kronjob::api::{CronJob, LABEL_CRONJOB};
-use kube::api::{Api, PostParams};
+use kube::api::PostParams;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Resource, ResourceExt};
 use serde_json::json;
 
-/// Create a suspended kronjob CronJob and a Job it controls that finishes at once with
-/// `ttlSecondsAfterFinished: 5`; wait until the Job is Complete, then assert that it is gone
-/// (deleted, Foreground, so its Pods first) within 7 s of being seen Complete.
-pub async fn finished_owned_job_disappears(client: kube::Client, ns: &str) {
-    let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), ns);
-    let jobs: Api<Job> = Api::namespaced(client, ns);
+use crate::harness::{Ctx, Env};
 
-    // Suspended (and yearly), so that only our hand-made Job exists.
-    let cronjob: CronJob = serde_json::from_value(json!({
-        "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
-        "metadata": {"name": "ttl-e2e"},
-        "spec": {
-            "schedule": "0 0 1 1 *",
-            "suspend": true,
-            "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "Never",
-                "containers": [{"name": "c", "image": "busybox:1.36", "command": ["true"]}],
-            }}}},
-        },
-    }))
-    .expect("CronJob JSON");
-    let cronjob = cronjobs
-        .create(&PostParams::default(), &cronjob)
-        .await
-        .expect("create CronJob");
+/// A suspended CronJob and a Job it controls with `ttlSecondsAfterFinished: 5`: once the Pod
+/// succeeds and the Job is Complete, the Job is gone within 7 s.
+pub async fn finished_owned_job_disappears(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let _manager = env.manager(&["--ttl-jobs", "owned"]);
+    let cronjob = crate::cronjob::create(
+        &env,
+        json!({
+            "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+            "metadata": {"name": "ttl-e2e"},
+            "spec": {
+                "schedule": "0 0 1 1 *",
+                "suspend": true,
+                "jobTemplate": {"spec": {"template": {"spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{"name": "c", "image": "busybox:1.36", "command": ["true"]}],
+                }}}},
+            },
+        }),
+    )
+    .await;
     let owner = cronjob
         .controller_owner_ref(&())
         .expect("a created CronJob has a name and uid");
-
     let mut job: Job = serde_json::from_value(json!({
         "apiVersion": "batch/v1", "kind": "Job",
         "metadata": {"name": "ttl-e2e-1", "labels": {LABEL_CRONJOB: "ttl-e2e"}},
@@ -48,28 +45,26 @@ pub async fn finished_owned_job_disappears(client: kube::Client, ns: &str) {
             "backoffLimit": 0,
             "template": {"spec": {
                 "restartPolicy": "Never",
-                "terminationGracePeriodSeconds": 0,
                 "containers": [{"name": "c", "image": "busybox:1.36", "command": ["true"]}],
             }},
         },
     }))
     .expect("Job JSON");
     job.metadata.owner_references = Some(vec![owner]);
+    let jobs = env.api::<Job>();
     let job = jobs
         .create(&PostParams::default(), &job)
         .await
         .expect("create Job");
-    let name = job.name_any();
-    let uid = job.uid().expect("a created Job has a uid");
-
+    let (name, uid) = (job.name_any(), job.uid().expect("uid"));
+    env.finish_pods(&name, "Succeeded").await;
     tokio::time::timeout(
-        Duration::from_secs(180),
+        Duration::from_secs(60),
         await_condition(jobs.clone(), &name, conditions::is_job_completed()),
     )
     .await
-    .expect("the Job completes within 3 minutes")
+    .expect("the Job controller completes the Job")
     .expect("watching the Job");
-
     tokio::time::timeout(
         Duration::from_secs(7),
         await_condition(jobs.clone(), &name, conditions::is_deleted(&uid)),
@@ -77,9 +72,6 @@ pub async fn finished_owned_job_disappears(client: kube::Client, ns: &str) {
     .await
     .expect("the TTL controller deletes the Job within 7 s of its completion")
     .expect("watching the Job");
-
-    cronjobs
-        .delete("ttl-e2e", &Default::default())
-        .await
-        .expect("delete CronJob");
+    let _ = env.api::<CronJob>();
+    env.cleanup().await;
 }
