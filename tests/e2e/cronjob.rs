@@ -10,6 +10,14 @@ use serde_json::{Value, json};
 
 use crate::harness::{Ctx, Env, wait_for};
 
+crate::cases!(
+    cronjob:
+    readme_install_commands_and_kubectl_get_output,
+    creates_job_within_65s,
+    completion_sets_last_success_and_trims_history,
+    trigger_runs_now_with_the_default_ttl,
+);
+
 /// A CronJob on `* * * * *` keeping `history` successful Jobs.
 pub fn every_minute(name: &str, history: i32) -> Value {
     json!({

@@ -1,6 +1,9 @@
 //! Shared e2e plumbing: the cluster a case runs on, a namespace of its own, the real manager
 //! binary, kubectl and the plugin, and Pods finished as a kubelet would.
 
+// A toolbox for the cases: not every case uses every tool.
+#![allow(dead_code)]
+
 use std::future::Future;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};

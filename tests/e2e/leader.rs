@@ -6,6 +6,11 @@ use std::time::Duration;
 
 use crate::harness::{Ctx, Env, slot_of, wait_for};
 
+crate::cases!(
+    leader:
+    handover_keeps_every_slot_exactly_once,
+);
+
 pub async fn handover_keeps_every_slot_exactly_once(ctx: Ctx) {
     let env = Env::new(&ctx).await;
     let lease = [

@@ -27,35 +27,40 @@ use std::sync::OnceLock;
 use std::time::Duration;
 
 use harness::{CASE_LABEL, Ctx};
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::wait::{await_condition, conditions::is_crd_established};
 use libtest_mimic::{Arguments, Failed, Trial};
 
-type CaseFn = fn(Ctx) -> Pin<Box<dyn Future<Output = ()> + Send>>;
+/// A case's body: it gets the shared cluster's kubeconfig and its log folder.
+pub type CaseFn = fn(Ctx) -> Pin<Box<dyn Future<Output = ()> + Send>>;
 
-/// Every case: its name (as `cargo test --test e2e NAME` filters it) and its body.
+/// The cases of a module, named `module::function` (what `cargo test --test e2e NAME` filters).
+#[macro_export]
 macro_rules! cases {
-    ($($module:ident :: $name:ident),* $(,)?) => {
-        vec![$(
-            (concat!(stringify!($module), "::", stringify!($name)),
-             (|ctx| Box::pin($module::$name(ctx))) as CaseFn)
-        ),*]
+    ($module:ident: $($name:ident),* $(,)?) => {
+        pub fn cases() -> Vec<(&'static str, $crate::CaseFn)> {
+            vec![$(
+                (concat!(stringify!($module), "::", stringify!($name)),
+                 (|ctx| Box::pin($name(ctx))) as $crate::CaseFn)
+            ),*]
+        }
     };
 }
 
+/// Every case of every module.
 fn cases() -> Vec<(&'static str, CaseFn)> {
-    cases![
-        cronjob::readme_install_commands_and_kubectl_get_output,
-        cronjob::creates_job_within_65s,
-        cronjob::completion_sets_last_success_and_trims_history,
-        cronjob::trigger_runs_now_with_the_default_ttl,
-        ttl::finished_owned_job_disappears,
-        template::webhook_denies_with_the_field_path,
-        template::reconciler_reports_the_refusal_and_creates_no_job,
-        leader::handover_keeps_every_slot_exactly_once,
+    [
+        cronjob::cases(),
+        leader::cases(),
+        template::cases(),
+        ttl::cases(),
     ]
+    .concat()
 }
 
 /// How many cases run at once unless `--test-threads` says otherwise: they mostly wait.
@@ -185,19 +190,22 @@ fn run_case(name: &'static str, body: CaseFn) -> Result<(), Failed> {
     }
 }
 
+/// Delete what the case left: its namespaces and its webhook configurations.
 async fn delete_namespaces(ctx: &Ctx) {
     let Ok(client) = kronjob_envtest::client_from(&ctx.kubeconfig).await else {
         return;
     };
-    let api: Api<Namespace> = Api::all(client);
     let selector = format!("{CASE_LABEL}={}", ctx.label());
-    let _ = tokio::time::timeout(
-        Duration::from_secs(30),
-        api.delete_collection(
-            &DeleteParams::background(),
-            &ListParams::default().labels(&selector),
-        ),
-    )
+    let lp = ListParams::default().labels(&selector);
+    let dp = DeleteParams::background();
+    let namespaces: Api<Namespace> = Api::all(client.clone());
+    let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client);
+    let _ = tokio::time::timeout(Duration::from_secs(30), async {
+        let _ = mutating.delete_collection(&dp, &lp).await;
+        let _ = validating.delete_collection(&dp, &lp).await;
+        let _ = namespaces.delete_collection(&dp, &lp).await;
+    })
     .await;
 }
 

@@ -11,6 +11,12 @@ use serde_json::{Value, json};
 use crate::harness::{Ctx, Env, wait_for};
 use crate::webhook::Webhook;
 
+crate::cases!(
+    template:
+    webhook_denies_with_the_field_path,
+    reconciler_reports_the_refusal_and_creates_no_job,
+);
+
 /// An environment variable name with `=`: the CRD schema and kronjob's local rules take it, the
 /// API server's Job validation does not (since 1.34 a name may hold any printable character but
 /// `=`).

@@ -13,6 +13,11 @@ use serde_json::json;
 
 use crate::harness::{Ctx, Env};
 
+crate::cases!(
+    ttl:
+    finished_owned_job_disappears,
+);
+
 /// A suspended CronJob and a Job it controls with `ttlSecondsAfterFinished: 5`: once the Pod
 /// succeeds and the Job is Complete, the Job is gone within 7 s.
 pub async fn finished_owned_job_disappears(ctx: Ctx) {

@@ -20,7 +20,8 @@ use crate::harness::{CASE_LABEL, Ctx, Env, Manager};
 /// A manager serving the webhook for the Env's namespace, and the configurations that send
 /// that namespace's CronJob writes to it.
 pub struct Webhook {
-    /// The manager.
+    /// The manager (stopped when this is dropped).
+    #[allow(dead_code)]
     pub manager: Manager,
     names: String,
     client: kube::Client,
