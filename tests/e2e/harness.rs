@@ -434,9 +434,10 @@ pub async fn at_second(second: i64) -> i64 {
     } else {
         (minute + 1) * 60 + second
     };
-    let wait = jiff::Timestamp::from_second(target).expect("time") - now;
-    let ms = wait.get_milliseconds().max(0) as u64 + (wait.get_microseconds() / 1000).max(0) as u64;
-    tokio::time::sleep(Duration::from_millis(ms)).await;
+    let wait = jiff::Timestamp::from_second(target)
+        .expect("time")
+        .duration_since(now);
+    tokio::time::sleep(Duration::try_from(wait).unwrap_or_default()).await;
     target.div_euclid(60)
 }
 

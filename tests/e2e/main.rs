@@ -13,6 +13,7 @@
 mod cronjob;
 mod harness;
 mod leader;
+mod resilience;
 mod template;
 #[path = "../support/tools.rs"]
 mod tools;
@@ -57,6 +58,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         cronjob::cases(),
         leader::cases(),
+        resilience::cases(),
         template::cases(),
         ttl::cases(),
     ]
