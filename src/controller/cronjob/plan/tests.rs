@@ -870,6 +870,21 @@ fn jobs_of_other_owners_are_ignored() {
 }
 
 #[test]
+fn jobs_in_another_namespace_are_not_ours() {
+    // A controller reference to this CronJob's UID from another namespace: not its Job.
+    let cj = cronjob(ON_THE_HOUR);
+    let elsewhere = owned_job("elsewhere", "e").in_namespace("other");
+    let p = plan(
+        &cj,
+        &[Arc::new(elsewhere)],
+        just_before_the_hour(),
+        &PlanConfig::default(),
+    );
+    assert!(p.status.active.is_empty());
+    assert_eq!(p.events().count(), 0, "no UnexpectedJob either");
+}
+
+#[test]
 fn invalid_spec_conditions_and_warning_once() {
     let mut cj = cronjob("obvious error schedule");
     let p = plan(&cj, &[], just_before_the_hour(), &PlanConfig::default());
