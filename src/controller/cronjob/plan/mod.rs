@@ -348,3 +348,5 @@ fn set_ready(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;
