@@ -614,6 +614,8 @@ fn most_recent_schedule_time_cases() {
             next: Some(top_plus(mins(102))),
         },
         Case {
+            // The clock went back behind lastScheduleTime: the slots up to it have run, so
+            // the next one is the first after it, not the next minute.
             name: "anchor in the future (clock skew)",
             schedule: "* * * * *",
             tz: None,
@@ -623,7 +625,31 @@ fn most_recent_schedule_time_cases() {
             now: top_plus(mins(10) + secs(1)),
             due: None,
             missed: 0,
-            next: Some(top_plus(mins(11))),
+            next: Some(top_plus(mins(61))),
+        },
+        Case {
+            name: "anchor in the future, hourly, with a deadline",
+            schedule: "0 * * * *",
+            tz: None,
+            created: just_before_the_prior_hour(),
+            last: Some(ts(TOP)),
+            deadline: Some(SHORT_DEAD),
+            now: just_before_the_hour(),
+            due: None,
+            missed: 0,
+            next: Some(top_plus(hours(1))),
+        },
+        Case {
+            name: "anchor in the future, @every",
+            schedule: "@every 1h",
+            tz: None,
+            created: just_before_the_prior_hour(),
+            last: Some(ts(TOP)),
+            deadline: None,
+            now: just_before_the_hour(),
+            due: None,
+            missed: 0,
+            next: Some(top_plus(hours(1))),
         },
     ];
     check(&cases);

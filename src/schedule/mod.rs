@@ -30,6 +30,8 @@
 
 mod parse;
 mod slots;
+#[cfg(test)]
+mod upstream_tests;
 mod wall;
 mod zone;
 

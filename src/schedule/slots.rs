@@ -35,7 +35,8 @@ pub struct Slots {
     /// narrowed to `now - startingDeadlineSeconds`. Exact up to 100; any value above 100 means
     /// "more than 100" (the reconciler then emits `TooManyMissedTimes`, yet `due` still runs).
     pub missed: u64,
-    /// First slot strictly after `now`: when to look again.
+    /// When to look again: the first slot strictly after `now`, or after the anchor when the
+    /// anchor is ahead of the clock (the clock went back; the slots up to the anchor have run).
     pub next: Option<Timestamp>,
 }
 
@@ -91,7 +92,8 @@ pub fn slots(q: &SlotQuery) -> Result<Slots, SlotError> {
 
 fn cron_slots(q: &SlotQuery, window_start: Timestamp) -> Result<Slots, SlotError> {
     let never = || SlotError::NeverFires(q.schedule.as_str().to_string());
-    let next = q.schedule.next_after(q.now, q.tz);
+    // `window_start` is at least the anchor, and at most `now` unless the anchor is ahead.
+    let next = q.schedule.next_after(q.now.max(window_start), q.tz);
     if next.is_none() {
         return Err(never());
     }

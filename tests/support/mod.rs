@@ -8,3 +8,4 @@
 pub mod api_script;
 pub mod fixtures;
 pub mod sim;
+pub mod upstream;

@@ -38,6 +38,11 @@ impl Harness {
         Self::build(jobs, PlanConfig::default(), Default::default())
     }
 
+    /// The same with the clock at `now`.
+    fn at(now: jiff::Timestamp, jobs: Vec<k8s_openapi::api::batch::v1::Job>) -> (Self, Script) {
+        Self::build_at(now, jobs, PlanConfig::default(), Default::default())
+    }
+
     fn with_config(
         jobs: Vec<k8s_openapi::api::batch::v1::Job>,
         config: PlanConfig,
@@ -57,6 +62,15 @@ impl Harness {
         config: PlanConfig,
         shard: crate::controller::shard::ShardView,
     ) -> (Self, Script) {
+        Self::build_at(t(NOW), jobs, config, shard)
+    }
+
+    fn build_at(
+        now: jiff::Timestamp,
+        jobs: Vec<k8s_openapi::api::batch::v1::Job>,
+        config: PlanConfig,
+        shard: crate::controller::shard::ShardView,
+    ) -> (Self, Script) {
         let (client, script) = mock_client();
         let (index, mut writer) = owner_index();
         writer.apply_watcher_event(&watcher::Event::Init);
@@ -66,7 +80,7 @@ impl Harness {
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let shared = crate::controller::Shared {
             client,
-            clock: Arc::new(FixedClock::new(t(NOW))),
+            clock: Arc::new(FixedClock::new(now)),
             scope: Default::default(),
             instance: None,
             gate: Default::default(),
@@ -146,6 +160,8 @@ fn status_patch(check: impl Fn(&Value) + Send + 'static) -> Expect {
         })
         .unordered()
 }
+
+mod upstream;
 
 #[tokio::test]
 async fn the_slot_job_is_created_first_then_event_and_one_status_write() {

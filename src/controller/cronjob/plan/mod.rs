@@ -173,7 +173,8 @@ impl Plan {
     }
 }
 
-/// The Jobs `cj` controls (by UID), sorted by name.
+/// The Jobs `cj` controls (by UID) in its namespace, sorted by name. A controller reference
+/// from another namespace is no ownership (the garbage collector ignores it too).
 pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
     let Some(uid) = cj.metadata.uid.as_deref().filter(|u| !u.is_empty()) else {
         return Vec::new();
@@ -181,7 +182,7 @@ pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
     let mut owned: Vec<&Job> = jobs
         .iter()
         .map(|j| j.as_ref())
-        .filter(|j| controller_uid(j) == Some(uid))
+        .filter(|j| controller_uid(j) == Some(uid) && j.metadata.namespace == cj.metadata.namespace)
         .collect();
     owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     owned
@@ -347,3 +348,5 @@ fn set_ready(
 
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod upstream_tests;
