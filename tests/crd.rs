@@ -463,7 +463,7 @@ fn rust_failures(object: &Value) -> BTreeSet<(String, String)> {
             } else {
                 lookup(object, rule.at)
             }?;
-            (!rule.holds(at)).then(|| (rule.at.join("."), cel.to_string()))
+            (!rule.holds(at)).then(|| (rule.cel_error_path(), cel.to_string()))
         })
         .collect()
 }

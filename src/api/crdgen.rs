@@ -14,7 +14,7 @@ use kube::CustomResourceExt;
 use serde_json::{Map, Value, json};
 
 use super::CronJob;
-use super::rules::{Check, Rule, rules};
+use super::rules::{Check, ErrorKind, Rule, rules};
 
 /// File name of the generated CRD under `crd/`.
 pub const CRD_FILE: &str = "cronjobs.batch.kronjob.dev.yaml";
@@ -180,7 +180,18 @@ fn strip_descriptions(node: &mut Value) {
     }
 }
 
+/// The CEL rule's `reason`: the API server renders it as the error's type.
+fn reason(kind: ErrorKind) -> &'static str {
+    match kind {
+        ErrorKind::Required => "FieldValueRequired",
+        ErrorKind::Invalid => "FieldValueInvalid",
+        // The API server has no NotSupported reason for CEL rules; the message lists the values.
+        ErrorKind::NotSupported => "FieldValueInvalid",
+    }
+}
+
 fn attach(schema: &mut Value, rule: &Rule) -> Result<(), CrdError> {
+    let field_path = rule.cel_field_path();
     let node = schema_node(schema, rule.at)
         .and_then(Value::as_object_mut)
         .ok_or_else(|| CrdError::UnknownLocation(rule.at.join(".")))?;
@@ -192,18 +203,18 @@ fn attach(schema: &mut Value, rule: &Rule) -> Result<(), CrdError> {
             node.insert("maxLength".into(), json!(max));
         }
         Check::Cel { rule: cel, .. } => {
-            let message = if rule.field.is_empty() {
-                rule.message.to_string()
-            } else {
-                format!("{}: {}", rule.field.join("."), rule.message)
-            };
             let list = node
                 .entry("x-kubernetes-validations")
                 .or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(list) = list {
                 let mut entry = Map::new();
                 entry.insert("rule".into(), json!(cel));
-                entry.insert("message".into(), json!(message));
+                entry.insert("message".into(), json!(rule.message));
+                entry.insert("reason".into(), json!(reason(rule.kind)));
+                if let Some(path) = field_path {
+                    // The error names the field itself, as the webhook and upstream do.
+                    entry.insert("fieldPath".into(), json!(path));
+                }
                 list.push(Value::Object(entry));
             }
         }

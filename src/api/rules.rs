@@ -52,9 +52,8 @@ pub enum ErrorKind {
 pub struct Rule {
     /// Schema location as property names from the object root; `[]` is the root itself.
     pub at: &'static [&'static str],
-    /// The field the webhook reports the error on, relative to `at` (empty for `at` itself).
-    /// The CRD's CEL rule reports on `at` (it names the field in its message), because
-    /// `fieldPath` is not understood by every supported API server version.
+    /// The field the error is reported on, relative to `at` (empty for `at` itself): the
+    /// webhook reports it there, and the CRD's CEL rule through its `fieldPath`.
     pub field: &'static [&'static str],
     /// The check.
     pub check: Check,
@@ -75,6 +74,24 @@ impl Rule {
             .copied()
             .collect::<Vec<_>>()
             .join(".")
+    }
+
+    /// The CEL rule's `fieldPath` (relative to `at`): the field, unless it lies in `metadata`,
+    /// which a CRD's schema does not describe (there the message names the field).
+    pub fn cel_field_path(&self) -> Option<String> {
+        match self.field.first() {
+            None | Some(&"metadata") => None,
+            Some(_) => Some(format!(".{}", self.field.join("."))),
+        }
+    }
+
+    /// Where the API server reports a failing CEL rule: the field with a `fieldPath`, else the
+    /// rule's location.
+    pub fn cel_error_path(&self) -> String {
+        match self.cel_field_path() {
+            Some(_) => self.path(),
+            None => self.at.join("."),
+        }
     }
 
     /// Evaluate the rule on the value at its location: `true` when it holds.
