@@ -12,6 +12,7 @@
 
 mod cronjob;
 mod harness;
+mod install;
 mod leader;
 mod template;
 #[path = "../support/tools.rs"]
@@ -56,6 +57,7 @@ macro_rules! cases {
 fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         cronjob::cases(),
+        install::cases(),
         leader::cases(),
         template::cases(),
         ttl::cases(),
