@@ -452,6 +452,26 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, body))
 }
 
+/// The sum of the samples of metric `name` in the exposition `text` whose labels include
+/// every pair of `labels` (0 when there is none).
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, rest) = match series.split_once('{') {
+                Some((metric, rest)) => (metric, rest),
+                None => (series, ""),
+            };
+            let matches = metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
+}
+
 /// Poll `probe` every 250 ms until it gives a value; panic naming `what` after `limit`.
 pub async fn wait_for<T, F, Fut>(limit: Duration, what: &str, mut probe: F) -> T
 where

@@ -14,7 +14,10 @@ mod cronjob;
 mod harness;
 mod install;
 mod leader;
+mod rbac;
 mod template;
+#[path = "../tls_support/mod.rs"]
+mod tls_support;
 #[path = "../support/tools.rs"]
 mod tools;
 mod ttl;
@@ -32,6 +35,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::wait::{await_condition, conditions::is_crd_established};
@@ -59,6 +63,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         cronjob::cases(),
         install::cases(),
         leader::cases(),
+        rbac::cases(),
         template::cases(),
         ttl::cases(),
     ]
@@ -192,7 +197,8 @@ fn run_case(name: &'static str, body: CaseFn) -> Result<(), Failed> {
     }
 }
 
-/// Delete what the case left: its namespaces and its webhook configurations.
+/// Delete what the case left: its namespaces, its webhook configurations, ClusterRoles and
+/// ClusterRoleBindings.
 async fn delete_namespaces(ctx: &Ctx) {
     let Ok(client) = kronjob_envtest::client_from(&ctx.kubeconfig).await else {
         return;
@@ -202,10 +208,14 @@ async fn delete_namespaces(ctx: &Ctx) {
     let dp = DeleteParams::background();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client);
     let _ = tokio::time::timeout(Duration::from_secs(30), async {
         let _ = mutating.delete_collection(&dp, &lp).await;
         let _ = validating.delete_collection(&dp, &lp).await;
+        let _ = bindings.delete_collection(&dp, &lp).await;
+        let _ = roles.delete_collection(&dp, &lp).await;
         let _ = namespaces.delete_collection(&dp, &lp).await;
     })
     .await;
