@@ -10,6 +10,7 @@
 //! Without `KUBEBUILDER_ASSETS` every case is skipped with one line saying so; with
 //! `KRONJOB_E2E_REQUIRED=1` (as CI sets it) that is a failure instead.
 
+mod admission;
 mod cronjob;
 mod harness;
 mod install;
@@ -60,6 +61,7 @@ macro_rules! cases {
 /// Every case of every module.
 fn cases() -> Vec<(&'static str, CaseFn)> {
     [
+        admission::cases(),
         cronjob::cases(),
         install::cases(),
         leader::cases(),
