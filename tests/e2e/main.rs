@@ -181,7 +181,9 @@ fn run_case(name: &'static str, body: CaseFn) -> Result<(), Failed> {
     };
     std::fs::create_dir_all(&ctx.logs).map_err(|e| format!("log folder: {e}"))?;
     let runtime = runtime();
+    let started = std::time::Instant::now();
     let outcome = runtime.block_on(async { tokio::spawn(body(ctx.clone())).await });
+    eprintln!("e2e: {name} took {:.1} s", started.elapsed().as_secs_f64());
     runtime.block_on(delete_namespaces(&ctx));
     match outcome {
         Ok(()) => Ok(()),
