@@ -52,8 +52,8 @@ pub enum ErrorKind {
 pub struct Rule {
     /// Schema location as property names from the object root; `[]` is the root itself.
     pub at: &'static [&'static str],
-    /// The field the error is reported on, relative to `at` (empty for `at` itself): the
-    /// webhook reports it there, and the CRD's CEL rule through its `fieldPath`.
+    /// The field the error is reported on, relative to `at` (empty for `at` itself): by the
+    /// webhook, and by the API server through the CEL rule's `fieldPath` (Kubernetes 1.28+).
     pub field: &'static [&'static str],
     /// The check.
     pub check: Check,
@@ -74,24 +74,6 @@ impl Rule {
             .copied()
             .collect::<Vec<_>>()
             .join(".")
-    }
-
-    /// The CEL rule's `fieldPath` (relative to `at`): the field, unless it lies in `metadata`,
-    /// which a CRD's schema does not describe (there the message names the field).
-    pub fn cel_field_path(&self) -> Option<String> {
-        match self.field.first() {
-            None | Some(&"metadata") => None,
-            Some(_) => Some(format!(".{}", self.field.join("."))),
-        }
-    }
-
-    /// Where the API server reports a failing CEL rule: the field with a `fieldPath`, else the
-    /// rule's location.
-    pub fn cel_error_path(&self) -> String {
-        match self.cel_field_path() {
-            Some(_) => self.path(),
-            None => self.at.join("."),
-        }
     }
 
     /// Evaluate the rule on the value at its location: `true` when it holds.
