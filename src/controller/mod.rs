@@ -6,10 +6,12 @@
 //! - [`jobs`]: what both know about a Job (owner, finish, cache slimming), pure;
 //! - [`backoff`]: retry timing of watches and of failed reconciles;
 //! - [`gate`]: creates first, everything that can wait after;
+//! - [`events`]: Events published as client-go does (a repeat counted, a new note a new Event);
 //! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
 
 pub mod backoff;
 pub mod cronjob;
+pub mod events;
 pub mod gate;
 pub mod index;
 pub mod jobs;
@@ -19,7 +21,7 @@ pub mod ttl;
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 
 /// The `reportingController` of every Event kronjob publishes.
 pub const REPORTER: &str = "kronjob";
@@ -34,8 +36,8 @@ pub fn requeue(delay: Duration) -> Action {
 }
 
 /// The Event recorder of a controller; `instance` is this replica's name (the pod name).
-pub fn recorder(client: kube::Client, instance: Option<String>) -> Recorder {
-    Recorder::new(
+pub fn recorder(client: kube::Client, instance: Option<String>) -> events::Recorder {
+    events::Recorder::new(
         client,
         Reporter {
             controller: REPORTER.into(),
