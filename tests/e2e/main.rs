@@ -17,6 +17,8 @@ mod install;
 mod leader;
 mod resilience;
 mod rbac;
+mod observe;
+mod schedule;
 mod template;
 #[path = "../tls_support/mod.rs"]
 mod tls_support;
@@ -68,6 +70,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         leader::cases(),
         resilience::cases(),
         rbac::cases(),
+        schedule::cases(),
         template::cases(),
         ttl::cases(),
     ]
