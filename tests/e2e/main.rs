@@ -17,6 +17,7 @@ mod install;
 mod leader;
 mod resilience;
 mod rbac;
+mod missed;
 mod observe;
 mod schedule;
 mod template;
@@ -70,6 +71,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         leader::cases(),
         resilience::cases(),
         rbac::cases(),
+        missed::cases(),
         schedule::cases(),
         template::cases(),
         ttl::cases(),
