@@ -19,6 +19,7 @@ mod resilience;
 mod rbac;
 mod missed;
 mod observe;
+mod policy;
 mod schedule;
 mod template;
 #[path = "../tls_support/mod.rs"]
@@ -72,6 +73,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         resilience::cases(),
         rbac::cases(),
         missed::cases(),
+        policy::cases(),
         schedule::cases(),
         template::cases(),
         ttl::cases(),
