@@ -19,6 +19,7 @@ mod resilience;
 mod rbac;
 mod missed;
 mod observe;
+mod plugin;
 mod policy;
 mod schedule;
 mod template;
@@ -73,6 +74,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         resilience::cases(),
         rbac::cases(),
         missed::cases(),
+        plugin::cases(),
         policy::cases(),
         schedule::cases(),
         template::cases(),
