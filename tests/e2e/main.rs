@@ -15,12 +15,13 @@ mod cronjob;
 mod harness;
 mod install;
 mod leader;
-mod resilience;
-mod rbac;
+mod migrate;
 mod missed;
 mod observe;
 mod plugin;
 mod policy;
+mod rbac;
+mod resilience;
 mod schedule;
 mod template;
 #[path = "../tls_support/mod.rs"]
@@ -71,11 +72,12 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         cronjob::cases(),
         install::cases(),
         leader::cases(),
-        resilience::cases(),
-        rbac::cases(),
+        migrate::cases(),
         missed::cases(),
         plugin::cases(),
         policy::cases(),
+        rbac::cases(),
+        resilience::cases(),
         schedule::cases(),
         template::cases(),
         ttl::cases(),
