@@ -178,7 +178,9 @@ pub fn next_times(
 
 /// The first `count` runs of `cj` strictly after `from`. As [`next_times`], except that an
 /// `@every` grid starts where the controller starts it: at `status.lastScheduleTime`, else at
-/// the creation time.
+/// the creation time. For any other schedule the times after `from` are the schedule's, even
+/// when `from` is before the CronJob's last run or its creation (`next --from` may ask about
+/// any time).
 pub fn cronjob_times(
     cj: &CronJob,
     schedule: &Schedule,
@@ -186,6 +188,9 @@ pub fn cronjob_times(
     from: Timestamp,
     count: usize,
 ) -> Result<Vec<Timestamp>, NextError> {
+    if schedule.every_seconds().is_none() {
+        return next_times(schedule, tz, from, count);
+    }
     let query = SlotQuery {
         schedule,
         tz,
