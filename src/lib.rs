@@ -3,6 +3,7 @@
 //! The crate is split by what talks to the API server and what does not:
 //! - [`api`]: the CRD types, defaults and validation rules (pure);
 //! - [`schedule`]: cron parsing, time zones, DST and missed-run maths (pure, clock injected);
+//! - [`job`]: what a Job is to kronjob: its name, how it is built, checked, read and deleted;
 //! - [`controller`]: the controllers that watch and act on the API server;
 //! - [`webhook`]: the admission webhook server (defaulting and validation over TLS);
 //! - [`manager`], [`metrics`], [`telemetry`], [`net`]: the process that hosts them;
@@ -17,6 +18,7 @@ pub mod clock;
 pub mod controller;
 pub mod duration;
 pub mod hash;
+pub mod job;
 pub mod manager;
 pub mod metrics;
 pub mod net;

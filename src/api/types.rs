@@ -24,6 +24,8 @@ pub const ANNOTATION_INSTANTIATE: &str = "batch.kronjob.dev/instantiate";
 pub const ANNOTATION_TRIGGER: &str = "batch.kronjob.dev/trigger";
 /// Annotation on a Pod asking for deletion that many seconds after it finishes.
 pub const ANNOTATION_POD_TTL: &str = "batch.kronjob.dev/ttl-seconds-after-finished";
+/// The annotation `kubectl apply` leaves on objects: large, and never read by kronjob.
+pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Default of `spec.successfulJobsHistoryLimit`.
 pub const DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT: i32 = 3;

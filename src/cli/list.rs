@@ -18,7 +18,7 @@ use super::kube::{KubeArgs, Scope};
 use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB};
-use crate::controller::jobs::{Outcome, controller_uid, finish};
+use crate::job::{Outcome, controller_uid, finish};
 use crate::schedule::{Schedule, time_zone};
 
 /// Flags of `list`.

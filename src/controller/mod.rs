@@ -3,7 +3,6 @@
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
 //! - [`index`]: the owner index of Jobs it reads from;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
-//! - [`jobs`]: what both know about a Job (owner, finish, cache slimming), pure;
 //! - [`backoff`]: retry timing of watches and of failed reconciles;
 //! - [`gate`]: creates first, everything that can wait after;
 //! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
@@ -12,7 +11,6 @@ pub mod backoff;
 pub mod cronjob;
 pub mod gate;
 pub mod index;
-pub mod jobs;
 pub mod shard;
 pub mod ttl;
 

@@ -24,7 +24,7 @@ use super::admission::{
 };
 use super::certs::Loaded;
 use super::metrics::{Outcome, WebhookMetrics};
-use crate::controller::cronjob::template::{JobDryRun, Verdict};
+use crate::job::{JobDryRun, Verdict};
 use crate::telemetry::Throttle;
 
 /// Longest time a request may take before it is answered with 503. The API server's own

@@ -39,7 +39,7 @@ pub use reconcile::{Error, error_policy, reconcile};
 
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
 use crate::controller::index::{self, IndexWriter, OwnerIndex};
-use crate::controller::{Scope, Shared, Stopped, jobs, shard};
+use crate::controller::{Scope, Shared, Stopped, shard};
 
 /// Parse `--default-job-ttl` (`3600`, `30m`, `24h`, ...) into whole seconds.
 pub fn parse_ttl(s: &str) -> Result<i32, String> {
@@ -72,14 +72,11 @@ const SHARD_GAUGE_EVERY: Duration = Duration::from_secs(5);
 /// How often state about deleted CronJobs (failure counts, known statuses) is dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
-/// The annotation `kubectl apply` leaves on objects; never read by the controller.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
-
 /// Drop what the controller never reads before a CronJob enters the cache.
 fn slim(cj: &mut CronJob) {
     cj.metadata.managed_fields = None;
     if let Some(annotations) = cj.metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
+        annotations.remove(crate::api::ANNOTATION_LAST_APPLIED);
     }
 }
 
@@ -379,7 +376,7 @@ fn job_trigger_stream(
         .map(|(ns, api)| {
             let s = watcher(api, index::job_watch_config())
                 .backoff(super::backoff::watch_backoff())
-                .modify(jobs::slim)
+                .modify(crate::job::slim)
                 .boxed();
             (ns, s)
         })

@@ -9,8 +9,7 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
-use super::template::{self, JobDryRun, Verdict};
-use super::{Context, apply, metrics, observe, plan};
+use super::{Context, apply, metrics, observe, plan, template};
 use crate::api::CronJob;
 use crate::controller::backoff::retry_delay;
 
@@ -41,6 +40,14 @@ impl Error {
             Error::Kube(_) => "transport",
             Error::MissingField(_) => "invalid_object",
             Error::NotFound(_) => "not_found",
+        }
+    }
+
+    /// The message of the API server's refusal of a Job as invalid (422), if this is one.
+    pub fn refused(&self) -> Option<String> {
+        match self {
+            Error::Kube(e) => crate::job::invalid(e).map(crate::job::refusal_message),
+            _ => None,
         }
     }
 
@@ -83,7 +90,7 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
     let cj = ctx.status.view(cached);
     let now = ctx.clock.now();
     let jobs = observe::observe(ctx, &cj).await?;
-    let plan = checked_plan(ctx, &cj, &jobs, now).await;
+    let plan = template::checked_plan(ctx, &cj, &jobs, now).await;
     let requeue = plan.requeue_after;
     let applied = apply::apply(ctx, &cj, plan).await;
     let requeue = if applied.invalid_template {
@@ -102,55 +109,6 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
         Some(d) => crate::controller::requeue(d),
         None => Action::await_change(),
     })
-}
-
-/// The plan, once the template of the CronJob's generation is checked: the first time a
-/// generation that schedules Jobs is seen (its status records no check yet), one dry-run create
-/// of the Job it would make. A refusal (422) plans `Ready=False` `InvalidJobTemplate` and no
-/// Job; any other answer plans as usual (a create still refused is caught then).
-async fn checked_plan(
-    ctx: &Context,
-    cj: &CronJob,
-    jobs: &[Arc<k8s_openapi::api::batch::v1::Job>],
-    now: jiff::Timestamp,
-) -> plan::Plan {
-    let planned = plan::plan(cj, jobs, now, &ctx.config);
-    if plan::recorded_template_check(cj) != plan::TemplateCheck::Unchecked
-        || !plan::schedules(&planned)
-    {
-        return planned;
-    }
-    let job = match &planned.run {
-        Some(run) => Some((*run.job).clone()),
-        None => plan::scheduling::inputs(cj).ok().and_then(|(_, tz)| {
-            let at = planned
-                .status
-                .next_schedule_time
-                .as_ref()
-                .map_or(now, |t| t.0);
-            plan::job_for_check(cj, at, &tz, &ctx.config)
-        }),
-    };
-    let Some(job) = job else {
-        return planned;
-    };
-    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    let verdict = ctx.client.dry_run(namespace, &job).await;
-    ctx.metrics.template_checked(verdict.label());
-    match verdict {
-        Verdict::Invalid(status) => {
-            let message = template::refusal_message(&status);
-            tracing::info!(cronjob = %cj.name_any(), %message, "Job template refused");
-            plan::plan_checked(cj, jobs, now, &ctx.config, Some(&message))
-        }
-        Verdict::Unknown(why) => {
-            if let Some(skipped) = ctx.log.allow("template_check") {
-                tracing::warn!(cronjob = %cj.name_any(), reason = ?why, skipped, "could not check the Job template; going on");
-            }
-            planned
-        }
-        Verdict::Valid => planned,
-    }
 }
 
 /// What to do after a failed reconcile: permanent errors wait for an edit; transient ones

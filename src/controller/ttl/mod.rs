@@ -38,7 +38,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
-use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, PropagationPolicy};
 use kube::runtime::controller::{Action, Config as ApplierConfig, trigger_self};
 use kube::runtime::events::{Event, EventType, Recorder};
 use kube::runtime::reflector;
@@ -51,9 +51,9 @@ use tracing::{debug, info, warn};
 use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
 use crate::clock::Clock;
 use crate::controller::backoff::{self, Failures};
-use crate::controller::jobs;
 use crate::controller::shard::{self, ShardView};
 use crate::controller::{Shared, Stopped};
+use crate::job::{self as jobs, Deletion};
 use decision::{DecisionError, TtlState};
 pub use metrics::{ObjectKind, TtlMetrics};
 use tokio_util::sync::CancellationToken;
@@ -196,8 +196,8 @@ trait TtlObject:
     fn finish_time(&self) -> Option<Timestamp>;
     /// Whether this object is ours to handle under `scope`.
     fn in_scope(&self, scope: TtlScope) -> bool;
-    /// How to delete it: propagation policy plus the UID precondition.
-    fn delete_params(uid: String) -> DeleteParams;
+    /// How its deletion propagates (the UID is always a precondition).
+    const PROPAGATION: PropagationPolicy;
     /// What to watch.
     fn watch_config(scope: TtlScope) -> watcher::Config;
     /// Drop what the decision never reads, before the object enters the cache.
@@ -208,6 +208,7 @@ trait TtlObject:
 
 impl TtlObject for Job {
     const KIND: ObjectKind = ObjectKind::Job;
+    const PROPAGATION: PropagationPolicy = PropagationPolicy::Foreground;
 
     fn ttl_state(&self, now: Timestamp) -> TtlState {
         decision::job_ttl_state(self, now)
@@ -222,17 +223,6 @@ impl TtlObject for Job {
             TtlScope::Owned => jobs::is_controlled_by_kronjob(self),
             TtlScope::All => true,
             TtlScope::Off => false,
-        }
-    }
-
-    fn delete_params(uid: String) -> DeleteParams {
-        DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Foreground),
-            preconditions: Some(Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
         }
     }
 
@@ -256,6 +246,7 @@ impl TtlObject for Job {
 
 impl TtlObject for Pod {
     const KIND: ObjectKind = ObjectKind::Pod;
+    const PROPAGATION: PropagationPolicy = PropagationPolicy::Background;
 
     fn ttl_state(&self, now: Timestamp) -> TtlState {
         decision::pod_ttl_state(self, now)
@@ -268,17 +259,6 @@ impl TtlObject for Pod {
     fn in_scope(&self, _scope: TtlScope) -> bool {
         // Opted in per Pod by the annotation; `--ttl-pods` decides whether we watch at all.
         true
-    }
-
-    fn delete_params(uid: String) -> DeleteParams {
-        DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        }
     }
 
     fn watch_config(_scope: TtlScope) -> watcher::Config {
@@ -447,17 +427,14 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
     let Some(uid) = fresh.uid() else {
         return Err(Error::MissingMetadata { kind, name });
     };
-    match api.delete(&name, &K::delete_params(uid.clone())).await {
-        Ok(_) => {
+    match jobs::delete_guarded(&api, &name, Some(&uid), K::PROPAGATION).await {
+        Ok(Deletion::Deleted) => {
             let delay = ctx.clock.now().duration_since(expired_at);
             ctx.metrics.deleted(K::KIND, delay.as_secs_f64());
             info!(kind, %namespace, %name, %uid, %expired_at, "deleted: TTL after finished expired");
         }
-        Err(kube::Error::Api(status)) if status.is_not_found() => {
-            debug!(kind, %namespace, %name, "already gone");
-        }
-        Err(kube::Error::Api(status)) if status.is_conflict() => {
-            // The UID precondition failed: the name now belongs to a different object.
+        Ok(Deletion::Gone) => debug!(kind, %namespace, %name, "already gone"),
+        Ok(Deletion::Replaced) => {
             debug!(kind, %namespace, %name, %uid, "replaced by a new object; not deleted");
         }
         Err(source) => {

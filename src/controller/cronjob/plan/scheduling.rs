@@ -10,7 +10,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
-use super::{Action, PlanConfig, event, events, job_for_slot};
+use super::{Action, PlanConfig, event, events};
 use crate::api::{ConcurrencyPolicy, CronJob};
 use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
@@ -38,7 +38,11 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    fn not_ready(reason: &'static str, message: String, warning: Option<&'static str>) -> Self {
+    pub(super) fn not_ready(
+        reason: &'static str,
+        message: String,
+        warning: Option<&'static str>,
+    ) -> Self {
         Self {
             ready: false,
             reason,
@@ -133,16 +137,6 @@ pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
     Ok((sched, tz))
 }
 
-/// The `Ready` condition of a CronJob whose Job template the API server refuses: `message` is
-/// the API server's.
-pub fn invalid_template(message: &str) -> Readiness {
-    Readiness::not_ready(
-        reason::INVALID_JOB_TEMPLATE,
-        message.to_string(),
-        Some(events::INVALID_JOB_TEMPLATE),
-    )
-}
-
 /// The CronJob's next slot after `now`, if it schedules at all (not suspended, valid).
 pub fn next_run(cj: &CronJob, now: Timestamp) -> Option<Timestamp> {
     if cj.spec.is_suspended() || cj.metadata.deletion_timestamp.is_some() {
@@ -201,7 +195,7 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         ));
     }
     if let Some(message) = seen.invalid_template {
-        return Scheduling::idle(invalid_template(message));
+        return Scheduling::idle(super::template::invalid(message));
     }
     let query = SlotQuery {
         schedule: &sched,
@@ -283,7 +277,7 @@ impl Seen<'_> {
         cfg: &PlanConfig,
     ) -> (Option<Run>, Vec<Action>) {
         let mut raised = Vec::new();
-        let Some(job) = job_for_slot(self.cj, slot, tz, cfg) else {
+        let Some(job) = crate::job::for_slot(self.cj, slot, tz, cfg.default_job_ttl) else {
             return (None, raised);
         };
         // Already processed (e.g. created before a restart that lost the status write): the

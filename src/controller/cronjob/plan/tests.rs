@@ -7,7 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::*;
 use crate::api::{ANNOTATION_SCHEDULED_AT, ConcurrencyPolicy, CronJobStatus, LABEL_CRONJOB};
 use crate::controller::MAX_REQUEUE;
-use crate::controller::jobs::job_ref;
+use crate::job::job_ref;
 use crate::testing::fixtures::{self, CJ_UID as UID, JobFixture};
 
 const ON_THE_HOUR: &str = "0 * * * ?";
@@ -538,8 +538,7 @@ fn setup(r: &Row) -> (CronJob, Vec<Arc<Job>>) {
                 .map_or_else(just_after_the_prior_hour, |f| f()),
         ));
         let created = (r.job_creation)();
-        let mut job =
-            job_for_slot(&cj, created, &TimeZone::UTC, &PlanConfig::default()).expect("job");
+        let mut job = crate::job::for_slot(&cj, created, &TimeZone::UTC, None).expect("job");
         job.metadata.uid = Some("1234".into());
         job.metadata.creation_timestamp = Some(Time(created));
         if r.still_active {
@@ -789,7 +788,7 @@ fn deleting_history_never_reruns_a_slot() {
 fn job_for_due_slot_already_in_cache_is_adopted_not_recreated() {
     let cj = cronjob(ON_THE_HOUR);
     let slot = top_of_the_hour();
-    let mut job = job_for_slot(&cj, slot, &TimeZone::UTC, &PlanConfig::default()).expect("job");
+    let mut job = crate::job::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
     job.metadata.uid = Some("u1".into());
     let p = plan(
         &cj,
