@@ -12,9 +12,10 @@ use kube::api::{Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 
+use super::context::Context;
+use super::error::Error;
 use super::plan::manual::Manual;
 use super::plan::{Action, Plan, Run, events};
-use super::{Context, Error};
 use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
 use crate::job::{self, Deletion, job_ref, refusal_message};
 

@@ -18,7 +18,7 @@ pub const DURATION_BUCKETS: [f64; 10] =
 /// Label set of the error counter: a fixed category, never a message.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    /// See [`super::Error::category`].
+    /// See [`super::error::Error::category`].
     pub category: &'static str,
 }
 

@@ -6,7 +6,8 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 
-use super::{Context, Error};
+use super::context::Context;
+use super::error::Error;
 use crate::api::CronJob;
 use crate::job;
 

@@ -1,5 +1,6 @@
 //! Mock-API tests: the exact requests of a reconcile and its background work, and nothing else.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -458,7 +459,7 @@ async fn a_recovered_watch_asks_for_every_failed_cronjob_at_once() {
     let b = ObjectRef::<CronJob>::new("b").within("ns");
     h.ctx.failures.record(&a);
     h.ctx.failures.record(&b);
-    let mut watch = recovery::<(), &str>(h.ctx.clone());
+    let mut watch = driver::recovery::<(), &str>(h.ctx.clone());
     watch(&Ok(()));
     watch(&Err("connection refused"));
     watch(&Err("connection refused"));
