@@ -14,6 +14,7 @@ extern crate self as kronjob;
 
 pub mod api;
 pub mod cli;
+pub mod client;
 pub mod clock;
 pub mod controller;
 pub mod duration;
@@ -23,6 +24,7 @@ pub mod manager;
 pub mod metrics;
 pub mod net;
 pub mod schedule;
+pub mod selector;
 pub mod telemetry;
 pub mod webhook;
 

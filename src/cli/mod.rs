@@ -119,7 +119,7 @@ pub enum CliError {
     Usage(String),
     /// No client could be built from the kubeconfig.
     #[error(transparent)]
-    Client(#[from] crate::manager::ManagerError),
+    Client(#[from] crate::client::ClientError),
     /// The API server refused a request or could not be reached.
     #[error("{}", kube::api_message(.0))]
     Api(::kube::Error),

@@ -9,9 +9,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use tracing::info;
 
 use super::{FIELD_MANAGER, ManagerError};
-
-/// Name of the CRD this manager serves.
-pub const CRD_NAME: &str = "cronjobs.batch.kronjob.dev";
+use crate::api::CRD_NAME;
 
 /// How long an applied CRD may take to become established.
 const ESTABLISH_LIMIT: Duration = Duration::from_secs(30);

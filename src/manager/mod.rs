@@ -7,18 +7,15 @@
 //! this replica leads, and supervise. Every task is critical: when one fails or stops on its own,
 //! `/healthz` says so, everything else stops and the process exits non-zero.
 //!
-//! - [`args`]: the flags; [`client`]: the API client; [`crd`]: the CRD at start;
+//! - [`args`]: the flags; [`crd`]: the CRD at start;
 //! - [`health`]: what the probes report; [`lease`]: leader election;
 //! - [`shard`]: shard group membership (`--sharding`: every replica runs the controllers for
-//!   its share of the CronJobs);
-//! - [`selector`]: `--selector` validation.
+//!   its share of the CronJobs).
 
 pub mod args;
-pub mod client;
 pub mod crd;
 pub mod health;
 pub mod lease;
-pub mod selector;
 pub mod shard;
 mod signal;
 
@@ -34,10 +31,8 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 pub use args::RunArgs;
-pub use client::client;
-pub use crd::{CRD_NAME, ensure_crd};
+pub use crd::ensure_crd;
 pub use health::{Health, health_router, metrics_router};
-pub use selector::parse_selector;
 
 use crate::clock::{Clock, SystemClock};
 use crate::controller::cronjob::{self, ReconcilerMetrics};
@@ -57,27 +52,20 @@ pub const UNSYNCED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 /// Why the manager stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
-    /// No Kubernetes configuration could be found.
-    #[error(
-        "no Kubernetes configuration: set KUBECONFIG or create ~/.kube/config, or run inside a cluster"
-    )]
-    NoConfig(#[source] kube::config::InferConfigError),
-    /// The kubeconfig named by `--kubeconfig` or `--context` could not be loaded.
-    #[error("cannot load the kubeconfig")]
-    Kubeconfig(#[source] kube::config::KubeconfigError),
-    /// The client could not be built from the configuration.
-    #[error("cannot build a Kubernetes client")]
-    Client(#[source] kube::Error),
+    /// No client could be built.
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
     /// The CRD is not installed and `--install-crd` was not given.
     #[error(
-        "the CronJob CRD ({CRD_NAME}) is not installed: run `kubectl apply -f crd/`, or start with --install-crd"
+        "the CronJob CRD ({}) is not installed: run `kubectl apply -f crd/`, or start with --install-crd",
+        crate::api::CRD_NAME
     )]
     CrdMissing,
     /// The CRD could not be read, applied or did not become established.
-    #[error("cannot install or verify the CRD {CRD_NAME}")]
+    #[error("cannot install or verify the CRD {}", crate::api::CRD_NAME)]
     Crd(#[source] kube::Error),
     /// The CRD did not become established in time.
-    #[error("the CRD {CRD_NAME} was not established within {0:?}")]
+    #[error("the CRD {crd} was not established within {0:?}", crd = crate::api::CRD_NAME)]
     CrdNotEstablished(Duration),
     /// The CRD could not be generated.
     #[error("cannot generate the CRD")]
@@ -111,7 +99,7 @@ pub enum ManagerError {
 /// Run the manager until SIGTERM/SIGINT.
 pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
-    let client = client().await?;
+    let client = crate::client::client().await?;
     ensure_crd(client.clone(), args.install_crd).await?;
     run_with(args, client, signal::shutdown_on_signal()).await
 }

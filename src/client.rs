@@ -1,5 +1,5 @@
-//! The Kubernetes client of every command: the kubeconfig (or the in-cluster service
-//! account), with kronjob's retry policy instead of kube's default one.
+//! The Kubernetes client of every command, the manager's and the plugin's: the kubeconfig (or
+//! the in-cluster service account), with kronjob's retry policy instead of kube's default one.
 //!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
 //! a request for minutes, well past a CronJob's slot. Ours retries those at most 4 times (100 ms
@@ -18,7 +18,21 @@ use tower::buffer::BufferLayer;
 use tower::retry::RetryLayer;
 use tower::{BoxError, Service};
 
-use super::ManagerError;
+/// Why no client could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No Kubernetes configuration could be found.
+    #[error(
+        "no Kubernetes configuration: set KUBECONFIG or create ~/.kube/config, or run inside a cluster"
+    )]
+    NoConfig(#[source] kube::config::InferConfigError),
+    /// The kubeconfig named by `--kubeconfig` or `--context` could not be loaded.
+    #[error("cannot load the kubeconfig")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// The client could not be built from the configuration.
+    #[error("cannot build a Kubernetes client")]
+    Client(#[source] kube::Error),
+}
 
 /// Requests queued for the HTTP client at most (in flight requests do not count).
 const BUFFER: usize = 1024;
@@ -51,12 +65,12 @@ pub struct ClientOptions {
 }
 
 /// A client for the cluster in KUBECONFIG (or ~/.kube/config), or the in-cluster one.
-pub async fn client() -> Result<Client, ManagerError> {
+pub async fn client() -> Result<Client, ClientError> {
     client_with(&ClientOptions::default()).await
 }
 
 /// A client configured as `options` say, with kronjob's retry policy.
-pub async fn client_with(options: &ClientOptions) -> Result<Client, ManagerError> {
+pub async fn client_with(options: &ClientOptions) -> Result<Client, ClientError> {
     let mut config = config(options).await?;
     if config.accept_invalid_certs {
         tracing::warn!(
@@ -65,7 +79,7 @@ pub async fn client_with(options: &ClientOptions) -> Result<Client, ManagerError
         );
     }
     config.default_retry = false;
-    let builder = ClientBuilder::try_from(config).map_err(ManagerError::Client)?;
+    let builder = ClientBuilder::try_from(config).map_err(ClientError::Client)?;
     Ok(with_retries(builder))
 }
 
@@ -83,22 +97,22 @@ where
     buffered.with_layer(&retry_layer()).build()
 }
 
-async fn config(options: &ClientOptions) -> Result<Config, ManagerError> {
+async fn config(options: &ClientOptions) -> Result<Config, ClientError> {
     let kube_options = KubeConfigOptions {
         context: options.context.clone(),
         ..KubeConfigOptions::default()
     };
     let mut config = match &options.kubeconfig {
         Some(path) => {
-            let kubeconfig = Kubeconfig::read_from(path).map_err(ManagerError::Kubeconfig)?;
+            let kubeconfig = Kubeconfig::read_from(path).map_err(ClientError::Kubeconfig)?;
             Config::from_custom_kubeconfig(kubeconfig, &kube_options)
                 .await
-                .map_err(ManagerError::Kubeconfig)?
+                .map_err(ClientError::Kubeconfig)?
         }
         None if options.context.is_some() => Config::from_kubeconfig(&kube_options)
             .await
-            .map_err(ManagerError::Kubeconfig)?,
-        None => return Config::infer().await.map_err(ManagerError::NoConfig),
+            .map_err(ClientError::Kubeconfig)?,
+        None => return Config::infer().await.map_err(ClientError::NoConfig),
     };
     config.apply_debug_overrides();
     Ok(config)

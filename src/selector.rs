@@ -1,4 +1,4 @@
-//! Validation of `--selector`, a label selector in the API server's string syntax, so a bad
+//! Validation of a label selector (the manager's `--selector`, the plugin's `-l`), a label selector in the API server's string syntax, so a bad
 //! value is refused at start with a message instead of failing every watch.
 
 /// Check a label selector such as `team=a,tier!=web,env in (prod, staging),!legacy`.
