@@ -694,7 +694,7 @@ async fn wait_ready(rx: &mut mpsc::UnboundedReceiver<WatchMsg>) -> Result<(), Be
 async fn watch_jobs(api: Api<Job>, names: HashSet<String>, tx: mpsc::UnboundedSender<WatchMsg>) {
     let config = watcher::Config::default().labels(LABEL_CRONJOB);
     let mut events = watcher(api, config)
-        .backoff(kronjob::controller::backoff::watch_backoff())
+        .backoff(kronjob::backoff::watch_backoff())
         .boxed();
     let mut first_seen: HashSet<String> = HashSet::new();
     let mut ready = false;

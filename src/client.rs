@@ -2,20 +2,20 @@
 //! the in-cluster service account), with kronjob's retry policy instead of kube's default one.
 //!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
-//! a request for minutes, well past a CronJob's slot. Ours retries those at most 4 times (100 ms
-//! doubling to 2 s, with jitter), and honours the server's `Retry-After` (API Priority and
-//! Fairness): the caller sees the error within seconds and its own backoff takes over.
+//! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4
+//! times (100 ms doubling to 2 s, with jitter: [`crate::backoff::CLIENT`]), and honours the
+//! server's `Retry-After` (API Priority and Fairness) up to [`RETRY_AFTER_LIMIT`]: the caller
+//! sees the error within seconds and its own backoff takes over.
 
 use std::path::PathBuf;
 use std::time::Duration;
 
-use http::{Request, Response};
-use kube::client::ClientBuilder;
-use kube::client::retry::RetryPolicy;
+use http::{Request, Response, StatusCode};
+use kube::client::{Body, ClientBuilder};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::buffer::BufferLayer;
-use tower::retry::RetryLayer;
+use tower::retry::{Policy, RetryLayer};
 use tower::{BoxError, Service};
 
 /// Why no client could be built.
@@ -37,20 +37,69 @@ pub enum ClientError {
 /// Requests queued for the HTTP client at most (in flight requests do not count).
 const BUFFER: usize = 1024;
 /// Most retries of one request answered 429, 503 or 504.
-pub const MAX_RETRIES: u32 = 4;
+pub const MAX_RETRIES: u32 = crate::backoff::CLIENT_RETRIES;
+/// Longest `Retry-After` honoured: a longer one is cut to this (the caller's own backoff is
+/// the better judge of a long wait).
+pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(30);
 
-/// The retry layer every client of the manager uses.
-pub fn retry_layer() -> RetryLayer<RetryPolicy> {
-    match RetryPolicy::new(
-        Duration::from_millis(100),
-        Duration::from_secs(2),
-        MAX_RETRIES,
-        true,
-    ) {
-        Ok(policy) => RetryLayer::new(policy),
-        // The constants above are valid (min below max, both non-zero): unreachable.
-        Err(_) => RetryLayer::new(RetryPolicy::default()),
+/// The retry policy of every client: a request answered 429, 503 or 504 is tried again after
+/// [`crate::backoff::CLIENT`]'s delay, or the server's `Retry-After` when that is longer, at
+/// most [`MAX_RETRIES`] times; nothing else is retried.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retry {
+    attempts: u32,
+}
+
+impl Retry {
+    fn delay<B>(&self, response: &Response<B>) -> Option<Duration> {
+        let status = response.status();
+        let retried = status == StatusCode::TOO_MANY_REQUESTS
+            || status == StatusCode::SERVICE_UNAVAILABLE
+            || status == StatusCode::GATEWAY_TIMEOUT;
+        if !retried || self.attempts >= MAX_RETRIES {
+            return None;
+        }
+        let server = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Duration::ZERO, |s| {
+                Duration::from_secs(s).min(RETRY_AFTER_LIMIT)
+            });
+        Some(crate::backoff::CLIENT.delay(self.attempts + 1).max(server))
     }
+}
+
+impl<B> Policy<Request<Body>, Response<B>, BoxError> for Retry {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        _request: &mut Request<Body>,
+        result: &mut Result<Response<B>, BoxError>,
+    ) -> Option<Self::Future> {
+        let delay = self.delay(result.as_ref().ok()?)?;
+        self.attempts += 1;
+        Some(tokio::time::sleep(delay))
+    }
+
+    fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {
+        // Only a body held in full can be sent again (every body kube sends is).
+        let body = request.body().try_clone()?;
+        let mut copy = Request::new(body);
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.version_mut() = request.version();
+        *copy.headers_mut() = request.headers().clone();
+        *copy.extensions_mut() = request.extensions().clone();
+        Some(copy)
+    }
+}
+
+/// The retry layer every client uses.
+pub fn retry_layer() -> RetryLayer<Retry> {
+    RetryLayer::new(Retry::default())
 }
 
 /// Where a client's configuration comes from, as kubectl's `--kubeconfig` and `--context`

@@ -13,6 +13,7 @@
 extern crate self as kronjob;
 
 pub mod api;
+pub mod backoff;
 pub mod cli;
 pub mod client;
 pub mod clock;

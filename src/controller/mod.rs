@@ -3,11 +3,9 @@
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
 //! - [`index`]: the owner index of Jobs it reads from;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
-//! - [`backoff`]: retry timing of watches and of failed reconciles;
 //! - [`gate`]: creates first, everything that can wait after;
 //! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
 
-pub mod backoff;
 pub mod cronjob;
 pub mod gate;
 pub mod index;

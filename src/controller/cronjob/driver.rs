@@ -181,7 +181,7 @@ fn cronjob_trigger_stream(
         .into_iter()
         .map(|(ns, api)| {
             let watch = watcher(api, config.clone())
-                .backoff(crate::controller::backoff::watch_backoff())
+                .backoff(crate::backoff::watch_backoff())
                 .modify(slim)
                 .boxed();
             (ns, watch)
@@ -336,7 +336,7 @@ fn job_trigger_stream(
         .into_iter()
         .map(|(ns, api)| {
             let s = watcher(api, index::job_watch_config())
-                .backoff(crate::controller::backoff::watch_backoff())
+                .backoff(crate::backoff::watch_backoff())
                 .modify(crate::job::slim)
                 .boxed();
             (ns, s)

@@ -20,7 +20,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::plan::events;
 use crate::api::CronJob;
-use crate::controller::backoff::retry_delay;
+use crate::backoff::retry_delay;
 use crate::controller::gate::Gate;
 use crate::controller::index::OwnerIndex;
 use crate::job::{Deletion, delete_guarded};

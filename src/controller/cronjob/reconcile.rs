@@ -13,7 +13,7 @@ use super::context::Context;
 use super::error::Error;
 use super::{apply, metrics, observe, plan, template};
 use crate::api::CronJob;
-use crate::controller::backoff::retry_delay;
+use crate::backoff::retry_delay;
 
 /// Reconcile one CronJob: observe, plan, apply, and write status once if it changed. A
 /// CronJob another replica schedules (`--sharding`) is left alone: it is reconciled again

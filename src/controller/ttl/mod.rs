@@ -49,8 +49,8 @@ use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
 use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
+use crate::backoff::{self, Failures};
 use crate::clock::Clock;
-use crate::controller::backoff::{self, Failures};
 use crate::controller::shard::{self, ShardView};
 use crate::controller::{Shared, Stopped};
 use crate::job::{self as jobs, Deletion};
@@ -564,7 +564,7 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
     let (reader, writer) = reflector::store();
     let clock = Arc::clone(&ctx.clock);
     let objects = watcher(api, K::watch_config(ctx.scope))
-        .backoff(super::backoff::watch_backoff())
+        .backoff(backoff::watch_backoff())
         .modify(K::slim)
         .filter(move |event| future::ready(worth_keeping(event, clock.now())))
         .reflect(writer)
