@@ -148,7 +148,14 @@ async fn serve(addr: SocketAddr, dir: PathBuf) -> Result<(), Error> {
         webhook_mutating_configuration: "kronjob-mutating".into(),
         webhook_validating_configuration: "kronjob-validating".into(),
     };
-    kronjob::webhook::serve(args, None, metrics, |_| {}, shutdown).await?;
+    kronjob::webhook::serve(
+        args,
+        kronjob::webhook::Env::local(),
+        metrics,
+        |_| {},
+        shutdown,
+    )
+    .await?;
     // The server-side view: time from request to answer inside the server, by bucket.
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)?;

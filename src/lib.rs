@@ -26,6 +26,7 @@ pub mod metrics;
 pub mod net;
 pub mod schedule;
 pub mod selector;
+pub mod task;
 pub mod telemetry;
 pub mod webhook;
 

@@ -56,6 +56,8 @@ pub struct Shared {
     pub gate: gate::Gate,
     /// Which CronJobs (and their Jobs) this replica handles, with `--sharding`.
     pub shard: shard::ShardView,
+    /// Where the controllers' own tasks (a controller's workers) are listed by name.
+    pub tasks: crate::task::Tasks,
 }
 
 impl std::fmt::Debug for Shared {
@@ -68,11 +70,6 @@ impl std::fmt::Debug for Shared {
             .finish_non_exhaustive()
     }
 }
-
-/// A controller stopped without being asked to: the manager cannot go on without it.
-#[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
-#[error("the {0} controller stopped without being asked to")]
-pub struct Stopped(pub &'static str);
 
 /// Which CronJobs a controller manages.
 #[derive(Debug, Clone, Default)]

@@ -24,7 +24,7 @@ use tracing::{info, warn};
 
 use super::health::Health;
 use crate::clock::Clock;
-use crate::controller::Stopped;
+use crate::task::TaskError;
 
 /// Leader election settings (client-go defaults, with a 1 s retry period for fast handover).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -226,10 +226,10 @@ pub async fn lead<F, Fut>(
     health: Arc<Health>,
     shutdown: CancellationToken,
     mut work: F,
-) -> Result<(), Stopped>
+) -> Result<(), TaskError>
 where
     F: FnMut(CancellationToken) -> Fut,
-    Fut: Future<Output = Result<(), Stopped>>,
+    Fut: Future<Output = Result<(), TaskError>>,
 {
     let (Some(api), Some(config)) = (api, config) else {
         health.set_leader(true);

@@ -1,11 +1,15 @@
 //! The manager: one process hosting the controllers (on the leader only, or on every replica for
-//! its share with `--sharding`), the admission webhook
-//! (on every replica), the metrics endpoint and the health probes, with one shutdown signal.
+//! its share with `--sharding`), the admission webhook (on every replica), the metrics endpoint
+//! and the health probes, with one shutdown signal.
 //!
 //! [`run_with`] reads top to bottom: register the metrics, serve the probes and metrics (bound
 //! first, so a taken port fails the start), serve the webhook, run the controllers whenever
-//! this replica leads, and supervise. Every task is critical: when one fails or stops on its own,
-//! `/healthz` says so, everything else stops and the process exits non-zero.
+//! this replica leads, and supervise. Every long-lived task runs by name in a
+//! [`TaskSet`](crate::task::TaskSet), nested where one part owns others (the webhook its
+//! server and certificate refresher; each leadership term the CronJob controller with its
+//! status writers and outbox, the TTL controller and the cache-sync watch): when any task fails,
+//! panics, is aborted or ends on its own, it is logged by name, `/healthz` says so, everything
+//! else stops and the process exits non-zero.
 //!
 //! - [`args`]: the flags; [`crd`]: the CRD at start;
 //! - [`health`]: what the probes report; [`lease`]: leader election;
@@ -26,7 +30,7 @@ use std::time::Duration;
 use axum::Router;
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
-use tokio::task::JoinSet;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
@@ -35,11 +39,12 @@ pub use crd::ensure_crd;
 pub use health::{Health, health_router, metrics_router};
 
 use crate::clock::{Clock, SystemClock};
+use crate::controller::Shared;
 use crate::controller::cronjob::{self, ReconcilerMetrics};
 use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
 use crate::controller::ttl::{self, TtlMetrics};
-use crate::controller::{Shared, Stopped};
 use crate::metrics::Metrics;
+use crate::task::{Exit, TaskError, TaskSet, Tasks};
 use crate::webhook::{self, WebhookMetrics};
 
 /// Field manager used for server-side apply.
@@ -48,6 +53,25 @@ pub const FIELD_MANAGER: &str = "kronjob";
 pub const DRAIN_LIMIT: Duration = Duration::from_secs(8);
 /// The same for controllers whose caches never synced (nothing can be in flight).
 pub const UNSYNCED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
+
+/// The names the manager's own tasks are supervised by (the webhook's and the controllers'
+/// tasks are named in their modules).
+pub mod tasks {
+    /// Reports not ready at shutdown, and stops the servers `--shutdown-delay` later.
+    pub const DRAIN_TIMER: &str = "drain timer";
+    /// `/healthz` and `/readyz`.
+    pub const HEALTH_SERVER: &str = "health server";
+    /// `/metrics`.
+    pub const METRICS_SERVER: &str = "metrics server";
+    /// The admission webhook (its server and certificate refresher inside).
+    pub const WEBHOOK: &str = "webhook";
+    /// This replica's Lease in the shard group (`--sharding`).
+    pub const SHARD_MEMBERSHIP: &str = "shard membership";
+    /// Leader election, and the controllers while this replica leads.
+    pub const CONTROLLERS: &str = "controllers";
+    /// Marks the caches synced once every controller's have listed.
+    pub const CACHE_SYNC: &str = "cache sync";
+}
 
 /// Why the manager stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -82,18 +106,12 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
-    /// The webhook server failed.
+    /// The webhook failed.
     #[error("admission webhook server failed")]
     Webhook(#[source] crate::webhook::WebhookError),
-    /// A controller stopped on its own.
+    /// A task (a controller, a worker, a server) ended, failed, panicked or was aborted.
     #[error(transparent)]
-    Controller(#[from] Stopped),
-    /// A task ended although nobody asked it to.
-    #[error("the {0} stopped unexpectedly")]
-    Ended(&'static str),
-    /// A task panicked.
-    #[error("the {0} panicked")]
-    Panicked(&'static str),
+    Task(#[from] TaskError),
 }
 
 /// Run the manager until SIGTERM/SIGINT.
@@ -110,7 +128,17 @@ pub async fn run_with(
     client: Client,
     shutdown: CancellationToken,
 ) -> Result<(), ManagerError> {
-    let mut manager = Manager::new(&args, client, shutdown);
+    run_listed(args, client, shutdown, Tasks::default()).await
+}
+
+/// [`run_with`], listing every task it runs in `tasks` (where each can be found by name).
+pub async fn run_listed(
+    args: RunArgs,
+    client: Client,
+    shutdown: CancellationToken,
+    tasks: Tasks,
+) -> Result<(), ManagerError> {
+    let mut manager = Manager::new(&args, client, shutdown, tasks);
     manager.serve_probes_and_metrics(&args)?;
     manager.serve_webhook(&args);
     manager.run_controllers(&args);
@@ -140,9 +168,10 @@ impl Registered {
     }
 }
 
-/// The process: its shared state and its critical tasks.
+/// The process: its shared state and its tasks.
 struct Manager {
     client: Client,
+    clock: Arc<dyn Clock>,
     /// The process is stopping.
     shutdown: CancellationToken,
     /// Cancelled `--shutdown-delay` after `shutdown` (at once without a webhook): in between,
@@ -150,36 +179,43 @@ struct Manager {
     servers_stop: CancellationToken,
     health: Arc<Health>,
     metrics: Registered,
-    tasks: JoinSet<(&'static str, Result<(), ManagerError>)>,
+    tasks: TaskSet<ManagerError>,
+    directory: Tasks,
 }
 
 impl Manager {
-    fn new(args: &RunArgs, client: Client, shutdown: CancellationToken) -> Self {
+    fn new(args: &RunArgs, client: Client, shutdown: CancellationToken, directory: Tasks) -> Self {
         let webhook_enabled = args.webhook_enabled();
         let health = Health::new(webhook_enabled);
-        let servers_stop = CancellationToken::new();
+        let metrics = Registered::new(&health);
+        let mut manager = Self {
+            client,
+            clock: Arc::new(SystemClock),
+            servers_stop: CancellationToken::new(),
+            tasks: TaskSet::new(&directory, shutdown.clone()),
+            shutdown,
+            health,
+            metrics,
+            directory,
+        };
         let delay = if webhook_enabled {
             args.shutdown_delay
         } else {
             Duration::ZERO
         };
-        let (stopping, stop_servers, draining) =
-            (shutdown.clone(), servers_stop.clone(), Arc::clone(&health));
-        tokio::spawn(async move {
+        let (stopping, stop_servers, draining) = (
+            manager.shutdown.clone(),
+            manager.servers_stop.clone(),
+            Arc::clone(&manager.health),
+        );
+        manager.tasks.spawn(tasks::DRAIN_TIMER, async move {
             stopping.cancelled().await;
             draining.set_draining();
             tokio::time::sleep(delay).await;
             stop_servers.cancel();
+            Ok(())
         });
-        let metrics = Registered::new(&health);
-        Self {
-            client,
-            shutdown,
-            servers_stop,
-            health,
-            metrics,
-            tasks: JoinSet::new(),
-        }
+        manager
     }
 
     /// Bind the probe and metrics listeners (a taken port fails the start) and serve them.
@@ -188,13 +224,13 @@ impl Manager {
         let metrics = crate::net::bind(args.metrics_addr)?;
         info!(health = %local(&health), metrics = %local(&metrics), "listening");
         let router = health_router(Arc::clone(&self.health));
-        self.spawn(
-            "health server",
+        self.tasks.spawn(
+            tasks::HEALTH_SERVER,
             serve_http("health", health, router, self.servers_stop.clone()),
         );
         let router = metrics_router(self.metrics.exposition.clone());
-        self.spawn(
-            "metrics server",
+        self.tasks.spawn(
+            tasks::METRICS_SERVER,
             serve_http("metrics", metrics, router, self.servers_stop.clone()),
         );
         Ok(())
@@ -215,14 +251,19 @@ impl Manager {
             serving.set_webhook_serving(true);
         };
         let stopped = Arc::clone(&self.health);
+        let env = webhook::Env {
+            client: Some(self.client.clone()),
+            clock: Arc::clone(&self.clock),
+            tasks: self.directory.clone(),
+        };
         let server = webhook::serve(
             args.webhook.clone(),
-            Some(self.client.clone()),
+            env,
             self.metrics.webhook.clone(),
             ready,
             self.servers_stop.clone(),
         );
-        self.spawn("webhook server", async move {
+        self.tasks.spawn(tasks::WEBHOOK, async move {
             let result = server.await;
             stopped.set_webhook_serving(false);
             result.map_err(ManagerError::Webhook)
@@ -231,11 +272,7 @@ impl Manager {
 
     /// With `--sharding`, join the shard group: the view the controllers read, and the token
     /// that lets the membership release this replica's Lease once the controllers have drained.
-    fn join_shard(
-        &mut self,
-        args: &RunArgs,
-        clock: Arc<dyn Clock>,
-    ) -> (ShardView, Option<CancellationToken>) {
+    fn join_shard(&mut self, args: &RunArgs) -> (ShardView, Option<CancellationToken>) {
         let metrics = self.metrics.shard.clone();
         let Some(config) = args.shard() else {
             return (ShardView::solo(metrics), None);
@@ -246,13 +283,13 @@ impl Manager {
         let membership = shard::membership(
             api,
             config,
-            clock,
+            Arc::clone(&self.clock),
             publish,
             metrics.clone(),
             released.clone(),
         );
         let shutdown = self.shutdown.clone();
-        self.spawn("shard membership", async move {
+        self.tasks.spawn(tasks::SHARD_MEMBERSHIP, async move {
             membership.await;
             // Released after the controllers stopped: the process is stopping.
             shutdown.cancelled().await;
@@ -264,93 +301,125 @@ impl Manager {
     /// Run the controllers whenever this replica leads (always, without `--leader-elect`; for
     /// its share of the CronJobs with `--sharding`).
     fn run_controllers(&mut self, args: &RunArgs) {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let (shard, released) = self.join_shard(args, Arc::clone(&clock));
-        let shared = Shared {
-            client: self.client.clone(),
-            clock: Arc::clone(&clock),
-            scope: args.scope(),
-            instance: args.pod_name.clone(),
-            gate: crate::controller::gate::Gate::new(),
-            shard,
+        let (shard, released) = self.join_shard(args);
+        let controllers = Controllers {
+            shared: Shared {
+                client: self.client.clone(),
+                clock: Arc::clone(&self.clock),
+                scope: args.scope(),
+                instance: args.pod_name.clone(),
+                gate: crate::controller::gate::Gate::new(),
+                shard,
+                tasks: self.directory.clone(),
+            },
+            reconciler: args.reconciler.clone(),
+            ttl: args.ttl.clone(),
+            reconciler_metrics: self.metrics.reconciler.clone(),
+            ttl_metrics: self.metrics.ttl.clone(),
+            health: Arc::clone(&self.health),
         };
         let lease = args.lease();
         let lease_api = lease
             .as_ref()
             .map(|l| Api::namespaced(self.client.clone(), &l.namespace));
-        let (reconciler_args, ttl_args) = (args.reconciler.clone(), args.ttl.clone());
-        let (reconciler_metrics, ttl_metrics) =
-            (self.metrics.reconciler.clone(), self.metrics.ttl.clone());
-        let health = Arc::clone(&self.health);
-        let work = move |token: CancellationToken| {
-            let synced = Arc::clone(&health);
-            let reconciler = cronjob::run(
-                shared.clone(),
-                reconciler_args.clone(),
-                reconciler_metrics.clone(),
-                move || synced.set_caches_synced(true),
-                token.clone(),
-            );
-            let ttl = ttl::run(
-                shared.clone(),
-                ttl_args.clone(),
-                ttl_metrics.clone(),
-                token.clone(),
-            );
-            Box::pin(drain_bounded(
-                async move { tokio::try_join!(reconciler, ttl).map(|_| ()) },
-                Arc::clone(&health),
-                token,
-            ))
-        };
         let elected = lease::lead(
             lease_api,
             lease,
-            clock,
+            Arc::clone(&self.clock),
             Arc::clone(&self.health),
             self.shutdown.clone(),
-            work,
+            move |token| controllers.term(token),
         );
-        self.spawn("controllers", async move {
+        self.tasks.spawn(tasks::CONTROLLERS, async move {
             let result = elected.await;
             if let Some(released) = released {
                 released.cancel();
             }
-            result.map_err(ManagerError::from)
+            Ok(result?)
         });
     }
 
-    fn spawn(
-        &mut self,
-        name: &'static str,
-        task: impl std::future::Future<Output = Result<(), ManagerError>> + Send + 'static,
-    ) {
-        self.tasks.spawn(async move { (name, task.await) });
-    }
-
-    /// Wait for every task. The first that fails, panics or ends unasked stops everything and
-    /// is the process's error.
+    /// Wait for every task. The first that fails, panics, is aborted or ends unasked stops
+    /// everything and is the process's error; `/healthz` reports it from then on.
     async fn supervise(mut self) -> Result<(), ManagerError> {
         let mut first_error = None;
-        while let Some(joined) = self.tasks.join_next().await {
-            let (name, result) = match joined {
-                Ok(done) => done,
-                Err(e) if e.is_panic() => ("task", Err(ManagerError::Panicked("a manager task"))),
-                Err(_) => continue,
+        while let Some((name, exit)) = self.tasks.join_next().await {
+            let Err(exit) = exit else { continue };
+            let error = match exit {
+                Exit::Failed(e) => e,
+                other => ManagerError::Task(other.into_error(name)),
             };
-            let result = match result {
-                Ok(()) if !self.shutdown.is_cancelled() => Err(ManagerError::Ended(name)),
-                other => other,
-            };
-            if let Err(e) = result {
-                error!(task = name, error = %crate::telemetry::error_chain(&e), "critical task failed: stopping");
-                self.health.set_failed(format!("{name}: {e}"));
-                first_error.get_or_insert(e);
-                self.shutdown.cancel();
-            }
+            let why = crate::telemetry::error_chain(&error);
+            error!(task = name, error = %why, "critical task failed: stopping");
+            self.health.set_failed(format!("{name}: {why}"));
+            first_error.get_or_insert(error);
+            self.shutdown.cancel();
         }
         info!("stopped");
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// What one leadership term of the controllers needs.
+struct Controllers {
+    shared: Shared,
+    reconciler: cronjob::ReconcilerArgs,
+    ttl: ttl::TtlArgs,
+    reconciler_metrics: ReconcilerMetrics,
+    ttl_metrics: TtlMetrics,
+    health: Arc<Health>,
+}
+
+impl Controllers {
+    /// One leadership term: the CronJob controller, the TTL controller (unless disabled) and
+    /// the watch that marks the caches synced once both have listed, as tasks, until `token`
+    /// is cancelled (then drained within [`DRAIN_LIMIT`]) or one of them ends.
+    fn term(
+        &self,
+        token: CancellationToken,
+    ) -> impl std::future::Future<Output = Result<(), TaskError>> + Send + use<> {
+        let mut set = TaskSet::new(&self.shared.tasks, token.clone());
+        let (synced, listed) = oneshot::channel();
+        let reconciler = cronjob::run(
+            self.shared.clone(),
+            self.reconciler.clone(),
+            self.reconciler_metrics.clone(),
+            move || {
+                let _ = synced.send(());
+            },
+            token.clone(),
+        );
+        set.spawn(cronjob::driver::NAME, reconciler);
+        let ttl_listed = self.ttl.enabled().then(|| {
+            let (synced, listed) = oneshot::channel();
+            let ttl = ttl::run(
+                self.shared.clone(),
+                self.ttl.clone(),
+                self.ttl_metrics.clone(),
+                move || {
+                    let _ = synced.send(());
+                },
+                token.clone(),
+            );
+            set.spawn(ttl::NAME, ttl);
+            listed
+        });
+        let health = Arc::clone(&self.health);
+        let stop = token.clone();
+        set.spawn(tasks::CACHE_SYNC, async move {
+            let cronjobs = listed.await.is_ok();
+            let ttl = match ttl_listed {
+                Some(listed) => listed.await.is_ok(),
+                None => true,
+            };
+            // A controller that ended before its caches listed reports itself.
+            if cronjobs && ttl {
+                health.set_caches_synced(true);
+            }
+            stop.cancelled().await;
+            Ok(())
+        });
+        drain_bounded(set.supervise(), Arc::clone(&self.health), token)
     }
 }
 
@@ -359,10 +428,10 @@ impl Manager {
 /// holds a controller's work until its cache is ready, so an unreachable API server would hold
 /// the shutdown forever) and are dropped.
 async fn drain_bounded(
-    controllers: impl std::future::Future<Output = Result<(), Stopped>>,
+    controllers: impl std::future::Future<Output = Result<(), TaskError>>,
     health: Arc<Health>,
     token: CancellationToken,
-) -> Result<(), Stopped> {
+) -> Result<(), TaskError> {
     let drain = async {
         token.cancelled().await;
         let limit = if health.caches_synced() {

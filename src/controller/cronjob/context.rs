@@ -7,7 +7,6 @@ use std::time::Duration;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::Client;
 use kube::runtime::reflector::ObjectRef;
-use tokio_util::sync::CancellationToken;
 
 use super::metrics::ReconcilerMetrics;
 use super::outbox::{self, Outbox};
@@ -20,6 +19,7 @@ use crate::controller::Shared;
 use crate::controller::gate::Gate;
 use crate::controller::index::OwnerIndex;
 use crate::controller::shard::ShardView;
+use crate::task::{TaskError, TaskSet};
 use crate::telemetry::Throttle;
 
 /// Status writers running at once.
@@ -75,12 +75,20 @@ pub struct Background {
 }
 
 impl Background {
-    /// Run until `stop`, then send what is still queued for at most [`FLUSH`].
-    pub async fn run(self, stop: CancellationToken) {
-        tokio::join!(
-            self.status.run(STATUS_WRITERS, stop.clone(), FLUSH),
-            self.outbox.run(OUTBOX_WORKERS, stop, FLUSH),
-        );
+    /// Run the status writers and the outbox's workers in `tasks` until its stop, then send
+    /// what is still queued for at most [`FLUSH`].
+    pub fn spawn(self, tasks: &mut TaskSet<TaskError>) {
+        let stop = tasks.stop();
+        let status = self.status.run(STATUS_WRITERS, stop.clone(), FLUSH);
+        tasks.spawn(super::driver::STATUS_WRITER, async move {
+            status.await;
+            Ok(())
+        });
+        let outbox = self.outbox.run(OUTBOX_WORKERS, stop, FLUSH);
+        tasks.spawn(super::driver::OUTBOX, async move {
+            outbox.await;
+            Ok(())
+        });
     }
 }
 

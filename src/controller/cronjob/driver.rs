@@ -24,7 +24,8 @@ use super::plan::PlanConfig;
 use super::reconcile::{error_policy, reconcile};
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
 use crate::controller::index::{self, IndexWriter, OwnerIndex};
-use crate::controller::{Scope, Shared, Stopped, shard};
+use crate::controller::{Scope, Shared, shard};
+use crate::task::{TaskError, TaskSet};
 
 /// How often `kronjob_shard_cronjobs` is recounted (CronJobs come and go between
 /// reassignments).
@@ -51,25 +52,80 @@ fn spec_or_trigger(cj: &CronJob) -> Option<u64> {
     Some(hasher.finish())
 }
 
+/// The name the CronJob controller is supervised by.
+pub const NAME: &str = "CronJob controller";
+/// The name the status writers are supervised by.
+pub const STATUS_WRITER: &str = "status writer";
+/// The name the outbox's workers are supervised by.
+pub const OUTBOX: &str = "outbox";
+
 /// Run the CronJob controller until `shutdown` is cancelled (in-flight reconciles finish, then
 /// queued status writes and Events are sent for a short while).
 ///
 /// One watch of CronJobs and one of Jobs per namespace (or cluster-wide when
 /// `scope.namespaces` is empty); the Job watch feeds the owner index and triggers the owning
-/// CronJob. `ready` is called once both caches have listed.
+/// CronJob. `ready` is called once both caches have listed. The status writers and the
+/// outbox run as tasks of their own ([`STATUS_WRITER`], [`OUTBOX`], listed in
+/// `shared.tasks`): should one end, the controller stops with its error.
 pub async fn run(
     shared: Shared,
     args: ReconcilerArgs,
     metrics: ReconcilerMetrics,
     ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
-) -> Result<(), Stopped> {
+) -> Result<(), TaskError> {
     let (index, index_writer) = index::owner_index();
     let config = PlanConfig {
         default_job_ttl: args.default_job_ttl,
     };
     let (ctx, background, requests) = Context::new(&shared, metrics.clone(), config, index.clone());
-    let ctx = Arc::new(ctx);
+    let background_stop = CancellationToken::new();
+    let mut workers = TaskSet::new(&shared.tasks, background_stop.clone());
+    background.spawn(&mut workers);
+    let parts = Parts {
+        ctx: Arc::new(ctx),
+        index,
+        index_writer,
+        requests,
+    };
+    let controller = control(shared, args, metrics, parts, ready, shutdown.clone());
+    tokio::select! {
+        () = Box::pin(controller) => {}
+        Some((name, Err(exit))) = workers.join_next() => return Err(exit.into_error(name)),
+    }
+    background_stop.cancel();
+    workers.supervise().await?;
+    if shutdown.is_cancelled() {
+        Ok(())
+    } else {
+        Err(TaskError::Ended(NAME))
+    }
+}
+
+/// What a reconcile shares with the watches that feed it.
+struct Parts {
+    ctx: Arc<Context>,
+    index: OwnerIndex,
+    index_writer: IndexWriter,
+    requests: futures::channel::mpsc::UnboundedReceiver<ObjectRef<CronJob>>,
+}
+
+/// The watches, the controller, the pruning and the shard follower, until the controller has
+/// shut down (or one of them ended, which they do not).
+async fn control(
+    shared: Shared,
+    args: ReconcilerArgs,
+    metrics: ReconcilerMetrics,
+    parts: Parts,
+    ready: impl FnOnce() + Send,
+    shutdown: CancellationToken,
+) {
+    let Parts {
+        ctx,
+        index,
+        index_writer,
+        requests,
+    } = parts;
     let Shared { client, scope, .. } = shared;
 
     // The watches run as their own branches and feed the controller through channels, so they
@@ -112,7 +168,7 @@ pub async fn run(
         .owns_stream(job_rx.map(Ok::<_, watcher::Error>))
         .reconcile_on(requests)
         .with_config(kube::runtime::Config::default().concurrency(args.concurrency))
-        .graceful_shutdown_on(shutdown.clone().cancelled_owned())
+        .graceful_shutdown_on(shutdown.cancelled_owned())
         .run(reconcile, error_policy, Arc::clone(&ctx))
         .for_each(move |res| {
             metrics
@@ -121,33 +177,41 @@ pub async fn run(
             log_controller_error(res.err(), &stream_ctx.log);
             futures::future::ready(())
         });
-    let readiness = async {
-        let _ = cj_reader.wait_until_ready().await;
-        index.wait_until_ready().await;
-        ready();
-        futures::future::pending::<()>().await;
-    };
+    let started = started(cj_reader.clone(), index, Arc::clone(&ctx), ready);
     let prune = prune(Arc::clone(&ctx), cj_reader.clone());
-    let shard = follow_shard(Arc::clone(&ctx), cj_reader.clone());
-    let background_stop = CancellationToken::new();
-    let background = tokio::spawn(background.run(background_stop.clone()));
+    let shard = follow_shard(Arc::clone(&ctx), cj_reader);
     // Each branch is boxed: their state machines are large, and polling them inline nests
     // frames deep enough to exhaust a thread's stack in unoptimised builds.
     tokio::select! {
         () = Box::pin(controller) => {},
-        () = readiness => {},
+        () = started => {},
         () = prune => {},
         () = Box::pin(cronjobs) => {},
         () = Box::pin(jobs) => {},
         () = Box::pin(shard) => {},
     }
-    background_stop.cancel();
-    let _ = background.await;
-    if shutdown.is_cancelled() {
-        Ok(())
-    } else {
-        Err(Stopped("CronJob"))
-    }
+}
+
+/// Once both caches have listed: say so (with what they hold, so whoever watches the log knows
+/// scheduling runs) and call `ready`. Never returns.
+async fn started(
+    cronjobs: reflector::Store<CronJob>,
+    index: OwnerIndex,
+    ctx: Arc<Context>,
+    ready: impl FnOnce(),
+) {
+    let _ = cronjobs.wait_until_ready().await;
+    index.wait_until_ready().await;
+    let state = cronjobs.state();
+    let scheduled = state.iter().filter(|cj| ctx.owns(cj)).count();
+    tracing::info!(
+        cronjobs = state.len(),
+        scheduled,
+        jobs = index.len(),
+        "CronJob controller started"
+    );
+    ready();
+    futures::future::pending::<()>().await;
 }
 
 /// Every [`PRUNE_EVERY`], forget what is kept about CronJobs that no longer exist (failure

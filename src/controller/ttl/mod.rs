@@ -33,6 +33,7 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, future};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::NamespaceResourceScope;
@@ -51,9 +52,10 @@ use tracing::{debug, info, warn};
 use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
 use crate::backoff::{self, Failures};
 use crate::clock::Clock;
+use crate::controller::Shared;
 use crate::controller::shard::{self, ShardView};
-use crate::controller::{Shared, Stopped};
 use crate::job::{self as jobs, Deletion};
+use crate::task::TaskError;
 use decision::{DecisionError, TtlState};
 pub use metrics::{ObjectKind, TtlMetrics};
 use tokio_util::sync::CancellationToken;
@@ -559,9 +561,24 @@ fn worth_keeping<K: TtlObject>(
     }
 }
 
+/// A watch of one kind and namespace: `listed` resolves once its cache has listed (with how
+/// many objects it holds), `run` reconciles every object that can expire until `shutdown`.
+struct Pipeline {
+    listed: BoxFuture<'static, usize>,
+    run: BoxFuture<'static, ()>,
+}
+
 /// Watch `api` and reconcile every object that can expire, until `shutdown`.
-async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) {
+fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) -> Pipeline {
     let (reader, writer) = reflector::store();
+    let listed = {
+        let reader = reader.clone();
+        async move {
+            let _ = reader.wait_until_ready().await;
+            reader.len()
+        }
+        .boxed()
+    };
     let clock = Arc::clone(&ctx.clock);
     let objects = watcher(api, K::watch_config(ctx.scope))
         .backoff(backoff::watch_backoff())
@@ -570,9 +587,8 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
         .reflect(writer)
         .applied_objects();
     let queue = trigger_self(objects, ()).take_until(shutdown.cancelled_owned());
-    let ctx_log = Arc::clone(&ctx);
-    let ctx_log = &ctx_log.log;
-    applier(
+    let log = Arc::clone(&ctx);
+    let run = applier(
         |obj, ctx| Box::pin(reconcile::<K>(obj, ctx)),
         error_policy::<K>,
         ctx,
@@ -580,12 +596,12 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
         queue,
         ApplierConfig::default().concurrency(CONCURRENCY),
     )
-    .for_each(|result| {
+    .for_each(move |result| {
         match result {
             Ok((obj, action)) => debug!(%obj, ?action, "reconciled"),
             Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
             Err(error) => {
-                if let Some(skipped) = ctx_log.allow("watch") {
+                if let Some(skipped) = log.log.allow("watch") {
                     warn!(
                         error = &*crate::telemetry::error_chain(&error),
                         skipped, "TTL watch failed; retrying"
@@ -595,41 +611,63 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
         }
         future::ready(())
     })
-    .await;
+    .boxed();
+    Pipeline { listed, run }
+}
+
+/// The name the TTL controller is supervised by.
+pub const NAME: &str = "TTL controller";
+
+impl TtlArgs {
+    /// Whether the TTL controller has anything to do (Jobs or Pods).
+    pub fn enabled(&self) -> bool {
+        self.ttl_jobs != TtlScope::Off || self.ttl_pods
+    }
 }
 
 /// Run the TTL-after-finished controller until `shutdown` is cancelled; run it on the leader.
 ///
 /// One watch per kind (Jobs, and Pods with `--ttl-pods`) and namespace in scope, or
-/// cluster-wide. Returns at once if `args` disables both Jobs and Pods.
+/// cluster-wide; `ready` is called once every watch's cache has listed. Returns at once if
+/// `args` disables both Jobs and Pods.
 pub async fn run(
     shared: Shared,
     args: TtlArgs,
     metrics: TtlMetrics,
+    ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
-) -> Result<(), Stopped> {
+) -> Result<(), TaskError> {
     let ctx = Arc::new(Context::new(&shared, metrics, args.ttl_jobs));
     let mut pipelines = Vec::new();
     if args.ttl_jobs != TtlScope::Off {
         for (_, api) in shared.scope.apis::<Job>(&shared.client) {
-            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()).boxed());
+            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()));
         }
     }
     if args.ttl_pods {
         for (_, api) in shared.scope.apis::<Pod>(&shared.client) {
-            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()).boxed());
+            pipelines.push(pipeline::<Pod>(api, ctx.clone(), shutdown.clone()));
         }
     }
     if pipelines.is_empty() {
         info!("TTL-after-finished controller disabled");
         return Ok(());
     }
-    info!(jobs = ?args.ttl_jobs, pods = args.ttl_pods, namespaces = ?shared.scope.namespaces, "TTL-after-finished controller started");
-    future::join_all(pipelines).await;
+    let (listed, runs): (Vec<_>, Vec<_>) = pipelines.into_iter().map(|p| (p.listed, p.run)).unzip();
+    let started = async {
+        let candidates: usize = future::join_all(listed).await.into_iter().sum();
+        info!(jobs = ?args.ttl_jobs, pods = args.ttl_pods, namespaces = ?shared.scope.namespaces, candidates, "TTL-after-finished controller started");
+        ready();
+        future::pending::<()>().await;
+    };
+    tokio::select! {
+        _ = future::join_all(runs) => {}
+        () = started => {}
+    }
     info!("TTL-after-finished controller stopped");
     if shutdown.is_cancelled() {
         Ok(())
     } else {
-        Err(Stopped("TTL-after-finished"))
+        Err(TaskError::Ended(NAME))
     }
 }
