@@ -57,8 +57,6 @@ pub const UNSYNCED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 /// The names the manager's own tasks are supervised by (the webhook's and the controllers'
 /// tasks are named in their modules).
 pub mod tasks {
-    /// Reports not ready at shutdown, and stops the servers `--shutdown-delay` later.
-    pub const DRAIN_TIMER: &str = "drain timer";
     /// `/healthz` and `/readyz`.
     pub const HEALTH_SERVER: &str = "health server";
     /// `/metrics`.
@@ -177,6 +175,8 @@ struct Manager {
     /// Cancelled `--shutdown-delay` after `shutdown` (at once without a webhook): in between,
     /// the replica reports not ready but still answers admission requests.
     servers_stop: CancellationToken,
+    /// How long the servers outlive `shutdown`.
+    shutdown_delay: Duration,
     health: Arc<Health>,
     metrics: Registered,
     tasks: TaskSet<ManagerError>,
@@ -188,34 +188,21 @@ impl Manager {
         let webhook_enabled = args.webhook_enabled();
         let health = Health::new(webhook_enabled);
         let metrics = Registered::new(&health);
-        let mut manager = Self {
+        Self {
             client,
             clock: Arc::new(SystemClock),
             servers_stop: CancellationToken::new(),
+            shutdown_delay: if webhook_enabled {
+                args.shutdown_delay
+            } else {
+                Duration::ZERO
+            },
             tasks: TaskSet::new(&directory, shutdown.clone()),
             shutdown,
             health,
             metrics,
             directory,
-        };
-        let delay = if webhook_enabled {
-            args.shutdown_delay
-        } else {
-            Duration::ZERO
-        };
-        let (stopping, stop_servers, draining) = (
-            manager.shutdown.clone(),
-            manager.servers_stop.clone(),
-            Arc::clone(&manager.health),
-        );
-        manager.tasks.spawn(tasks::DRAIN_TIMER, async move {
-            stopping.cancelled().await;
-            draining.set_draining();
-            tokio::time::sleep(delay).await;
-            stop_servers.cancel();
-            Ok(())
-        });
-        manager
+        }
     }
 
     /// Bind the probe and metrics listeners (a taken port fails the start) and serve them.
@@ -331,19 +318,32 @@ impl Manager {
             move |token| controllers.term(token),
         );
         self.tasks.spawn(tasks::CONTROLLERS, async move {
-            let result = elected.await;
-            if let Some(released) = released {
-                released.cancel();
-            }
-            Ok(result?)
+            // Once the controllers are done (or this task is gone), the shard Lease may go.
+            let _release = released.map(CancellationToken::drop_guard);
+            Ok(elected.await?)
         });
     }
 
     /// Wait for every task. The first that fails, panics, is aborted or ends unasked stops
-    /// everything and is the process's error; `/healthz` reports it from then on.
+    /// everything and is the process's error; `/healthz` reports it from then on. From the
+    /// shutdown on, the replica reports not ready; the servers stop `--shutdown-delay` later.
     async fn supervise(mut self) -> Result<(), ManagerError> {
         let mut first_error = None;
-        while let Some((name, exit)) = self.tasks.join_next().await {
+        let drain = drain_servers(
+            self.shutdown.clone(),
+            self.shutdown_delay,
+            Arc::clone(&self.health),
+            self.servers_stop.clone(),
+        );
+        tokio::pin!(drain);
+        loop {
+            let (name, exit) = tokio::select! {
+                next = self.tasks.join_next() => match next {
+                    Some(next) => next,
+                    None => break,
+                },
+                () = &mut drain => continue,
+            };
             let Err(exit) = exit else { continue };
             let error = match exit {
                 Exit::Failed(e) => e,
@@ -358,6 +358,21 @@ impl Manager {
         info!("stopped");
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// At `shutdown`, report not ready at once (admission requests go to other replicas), and stop
+/// the servers `delay` later. Then never returns.
+async fn drain_servers(
+    shutdown: CancellationToken,
+    delay: Duration,
+    health: Arc<Health>,
+    servers_stop: CancellationToken,
+) {
+    shutdown.cancelled().await;
+    health.set_draining();
+    tokio::time::sleep(delay).await;
+    servers_stop.cancel();
+    futures::future::pending::<()>().await;
 }
 
 /// What one leadership term of the controllers needs.

@@ -7,4 +7,5 @@
 
 pub mod api_script;
 pub mod fixtures;
+pub mod http;
 pub mod sim;
