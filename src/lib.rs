@@ -17,6 +17,7 @@ pub mod backoff;
 pub mod cli;
 pub mod client;
 pub mod clock;
+pub mod command;
 pub mod controller;
 pub mod duration;
 pub mod hash;

@@ -96,7 +96,7 @@ impl Scope {
 pub fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        other => super::message(other),
+        other => crate::command::message(other),
     }
 }
 

@@ -11,12 +11,14 @@
 //! panics, is aborted or ends on its own, it is logged by name, `/healthz` says so, everything
 //! else stops and the process exits non-zero.
 //!
-//! - [`args`]: the flags; [`crd`]: the CRD at start;
+//! - [`command`]: the `kronjob` command (`run`, `crd`); [`args`]: the flags of `run`;
+//! - [`crd`]: the CRD at start;
 //! - [`health`]: what the probes report; [`lease`]: leader election;
 //! - [`shard`]: shard group membership (`--sharding`: every replica runs the controllers for
 //!   its share of the CronJobs).
 
 pub mod args;
+pub mod command;
 pub mod crd;
 pub mod health;
 pub mod lease;

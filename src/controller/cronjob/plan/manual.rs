@@ -1,6 +1,6 @@
-//! Step 4: manual runs. `kronjob trigger` asks for one by writing the request time into the
-//! CronJob's [`ANNOTATION_TRIGGER`]; the controller creates the Job, with the same TTL policy
-//! as scheduled runs, then removes the annotation. The Job's name derives from the request, so
+//! Step 4: manual runs. `kubectl kronjob trigger` asks for one by writing the request time into
+//! the CronJob's [`ANNOTATION_TRIGGER`]; the controller creates the Job, with the same TTL
+//! policy as scheduled runs, then removes the annotation. The Job's name derives from the request, so
 //! a request is never run twice, however often it is seen.
 
 use jiff::Timestamp;
