@@ -864,12 +864,15 @@ async fn main() -> std::process::ExitCode {
 }
 
 #[cfg(test)]
+#[path = "../tests/support/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ts(s: &str) -> Timestamp {
-        s.parse().expect("test timestamp")
-    }
+    use super::fixtures::t as ts;
 
     fn obs(cronjob: &str, scheduled: &str, skew_ms: i64) -> Observation {
         let scheduled = ts(scheduled);

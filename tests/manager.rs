@@ -67,24 +67,13 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
     assert_eq!(get(health_addr, "/readyz").await.0, 503);
 
     let client = tls_support::Client::new(&pki.ca_pem);
-    let review = serde_json::json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
-            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
-            "operation": "CREATE",
-            "name": "c", "namespace": "default",
-            "userInfo": {"username": "test"},
-            "object": {
-                "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
-                "metadata": {"name": "c", "namespace": "default"},
-                "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
-                    "containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"}}}}}
-            }
-        }
+    let object = serde_json::json!({
+        "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"}}}}}
     });
+    let review = support::admission::review("CREATE", object, serde_json::Value::Null);
     let (status, body) = client
         .post(
             webhook_addr,

@@ -1,12 +1,12 @@
 //! next_after: calendars, time zones and DST; time zone loading; job names and annotations.
 
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use kronjob::schedule::{Schedule, ZoneError, scheduled_at, time_zone};
 
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("test timestamp")
-}
+#[path = "support/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
+use fixtures::t as ts;
 
 fn tz(name: &str) -> TimeZone {
     time_zone(Some(name)).unwrap_or_else(|e| panic!("{name}: {e}"))

@@ -248,9 +248,7 @@ pub fn zoned_table(times: &[Timestamp], zone_name: &str, tz: &TimeZone) -> Table
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
+    use crate::testing::fixtures::t;
 
     #[test]
     fn zoned_table_shows_the_zone_and_utc() {

@@ -30,6 +30,11 @@ pub fn t(s: &str) -> Timestamp {
     s.parse().unwrap_or_else(|e| panic!("timestamp {s:?}: {e}"))
 }
 
+/// A Kubernetes `Time` from RFC 3339.
+pub fn time(s: &str) -> Time {
+    Time(t(s))
+}
+
 /// The default CronJob with `schedule`.
 pub fn cronjob(schedule: &str) -> CronJob {
     let mut cj = CronJob::new(

@@ -148,9 +148,7 @@ mod tests {
 
     const NOW: &str = "2024-03-10T12:00:00Z";
 
-    fn ts(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
+    use crate::testing::fixtures::t as ts;
 
     fn secs(n: i64) -> SignedDuration {
         SignedDuration::from_secs(n)

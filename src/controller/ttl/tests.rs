@@ -17,9 +17,7 @@ use crate::testing::api_script::{Expect, Script, mock_client};
 
 const NOW: &str = "2024-03-10T12:00:00Z";
 
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("timestamp")
-}
+use crate::testing::fixtures::t as ts;
 
 struct Harness {
     ctx: Arc<Context>,

@@ -16,9 +16,7 @@ const SHORT: i64 = 10;
 const MEDIUM: i64 = 2 * 60 * 60;
 const LONG: i64 = 1_000_000;
 
-fn t(s: &str) -> Timestamp {
-    fixtures::t(s)
-}
+use fixtures::t;
 fn just_before_the_hour() -> Timestamp {
     t("2016-05-19T09:59:00Z")
 }
