@@ -1,5 +1,7 @@
-//! Every retry timing of kronjob, as named settings of one family: `backon`'s exponential
-//! backoff, doubling from a first delay to a cap, each delay plus up to 100 % jitter.
+//! Every retry timing of kronjob: one backoff family with named settings.
+//!
+//! The family is `backon`'s exponential backoff, doubling from a first delay to a cap, each
+//! delay plus up to 100 % jitter.
 //!
 //! - [`WATCH`]: how fast a watch reconnects after the API server went away. kube-runtime's
 //!   default grows to 30 s and adds up to 100 % on top, so a watch could stay down a minute after

@@ -1,5 +1,7 @@
-//! The Kubernetes client of every command, the manager's and the plugin's: the kubeconfig (or
-//! the in-cluster service account), with kronjob's retry policy instead of kube's default one.
+//! The Kubernetes client of both binaries, with kronjob's retry policy.
+//!
+//! The configuration is the kubeconfig (or the in-cluster service account), and the retry
+//! policy is kronjob's instead of kube's default one.
 //!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
 //! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4

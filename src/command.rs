@@ -1,5 +1,7 @@
-//! What both binaries share at the command line: the exit code of a usage error, how an error
-//! is printed, the async runtime and the time commands start from.
+//! What both binaries share at the command line: exit codes, error output, the runtime.
+//!
+//! The exit code of a usage error, how an error is printed, the async runtime and the time
+//! commands start from.
 
 use std::io::Write;
 use std::process::ExitCode;

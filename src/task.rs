@@ -1,4 +1,6 @@
-//! Named, supervised tasks. Every long-lived part of the manager runs as a task with a name in
+//! Named, supervised tasks: none ends, fails or panics without the process knowing which.
+//!
+//! Every long-lived part of the manager runs as a task with a name in
 //! a [`TaskSet`]: one that ends before it was asked to, fails, panics or is aborted is logged
 //! by its name and reported as a [`TaskError`] naming it. Sets nest (the webhook's server and
 //! certificate refresher, a controller and its workers), and every set lists its running tasks

@@ -1,5 +1,7 @@
-//! The `kubectl-kronjob` binary: the kubectl plugin's commands (`kubectl kronjob list`), what a
-//! user runs against the cluster. It holds none of the manager: no controllers, no webhook.
+//! The kubectl plugin (`kubectl-kronjob`): the commands a user runs against the cluster.
+//!
+//! `kubectl kronjob list`, `history`, `next`, `trigger`, `suspend`, `resume`, `migrate`. The
+//! binary holds none of the manager: no controllers, no webhook.
 //!
 //! One file per command (`list`, `history`, `next`, `suspend`, `trigger`, and `migrate/`);
 //! `kube` holds kubectl's connection flags and the client, `table` kubectl-style output. Each

@@ -1,6 +1,8 @@
-//! What a Job is to kronjob, defined once, below the controllers, the webhook and the commands:
-//! its name, how it is built from a CronJob's template, the dry run that checks that template,
-//! how it is read, and the one guarded delete.
+//! What a Job is to kronjob: its name, how it is built, checked, read and deleted.
+//!
+//! Defined once, below the controllers, the webhook and the commands: its name, how it is built
+//! from a CronJob's template, the dry run that checks that template, how it is read, and the
+//! one guarded delete.
 //!
 //! - [`name`]: `<cronjob>-<unix minutes>` for a slot, `<cronjob>-m<base 36 seconds>` for a
 //!   manual run (pure);

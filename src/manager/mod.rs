@@ -1,11 +1,13 @@
-//! The manager: one process hosting the controllers (on the leader only, or on every replica for
-//! its share with `--sharding`), the admission webhook (on every replica), the metrics endpoint
-//! and the health probes, with one shutdown signal.
+//! The manager (`kronjob run`): one process hosting the controllers, the webhook, metrics and
+//! probes.
+//!
+//! The controllers run on the leader only, or on every replica for its share with
+//! `--sharding`; the admission webhook on every replica; one shutdown signal stops all.
 //!
 //! [`run_with`] reads top to bottom: register the metrics, serve the probes and metrics (bound
 //! first, so a taken port fails the start), serve the webhook, run the controllers whenever
 //! this replica leads, and supervise. Every long-lived task runs by name in a
-//! [`TaskSet`](crate::task::TaskSet), nested where one part owns others (the webhook its
+//! [`TaskSet`], nested where one part owns others (the webhook its
 //! server and certificate refresher; each leadership term the CronJob controller with its
 //! status writers and outbox, the TTL controller and the cache-sync watch): when any task fails,
 //! panics, is aborted or ends on its own, it is logged by name, `/healthz` says so, everything

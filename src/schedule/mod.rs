@@ -1,5 +1,6 @@
-//! Schedule maths: Kubernetes-compatible cron, time zones, DST and missed runs. Pure: no API
-//! calls, and the current time is always passed in.
+//! Schedule maths: Kubernetes-compatible cron, time zones, DST and missed runs.
+//!
+//! Pure: no API calls, and the current time is always passed in.
 //!
 //! # Language
 //! Exactly what Kubernetes accepts (robfig/cron v3 `ParseStandard`): five fields, ranges,

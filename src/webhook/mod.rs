@@ -1,5 +1,7 @@
-//! The admission webhook server: defaulting (`/mutate-…`) and validation (`/validate-…`) of
-//! `CronJob` objects, served over TLS on every replica.
+//! The admission webhook server: defaulting and validation of CronJobs, over TLS.
+//!
+//! Defaulting (`/mutate-…`) and validation (`/validate-…`) of `CronJob` objects, served on
+//! every replica.
 //!
 //! Start-up runs one way: [`serve`] binds, asks [`certs`] for the certificate (which turns PEM
 //! into a rustls configuration with [`tls`]), and hands both to [`server`].

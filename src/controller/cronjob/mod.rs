@@ -2,7 +2,7 @@
 //! status write.
 //!
 //! - [`driver`]: [`run`], the watches, the controller and its background tasks;
-//! - [`reconcile`]: one reconcile and the error policy; [`error`]: what fails it;
+//! - [`mod@reconcile`]: one reconcile and the error policy; [`error`]: what fails it;
 //! - [`plan`]: the pure decision, in named steps;
 //! - [`observe`], [`apply`], [`status`]: reading, acting, the status body;
 //! - [`template`]: the Job template's check (a dry run once per generation);
