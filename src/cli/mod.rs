@@ -27,7 +27,7 @@ use crate::command::{EXIT_USAGE, fail, install_crypto, now, runtime};
 
 /// kubectl kronjob: CronJobs of batch.kronjob.dev/v1, their runs and schedules.
 #[derive(Parser, Debug)]
-#[command(name = "kubectl-kronjob", bin_name = "kubectl kronjob", version, about, long_about = None)]
+#[command(name = "kubectl-kronjob", bin_name = "kubectl kronjob", version, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
