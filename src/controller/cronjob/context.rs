@@ -26,6 +26,10 @@ use crate::telemetry::Throttle;
 pub const STATUS_WRITERS: usize = 16;
 /// Outbox workers (Events, history deletes) running at once.
 pub const OUTBOX_WORKERS: usize = 16;
+/// The name the status writers are supervised by.
+pub const STATUS_WRITER: &str = "status writer";
+/// The name the outbox's workers are supervised by.
+pub const OUTBOX: &str = "outbox";
 /// After the controller stops, how long the background workers may still send what is queued.
 pub const FLUSH: Duration = Duration::from_secs(2);
 
@@ -80,12 +84,12 @@ impl Background {
     pub fn spawn(self, tasks: &mut TaskSet<TaskError>) {
         let stop = tasks.stop();
         let status = self.status.run(STATUS_WRITERS, stop.clone(), FLUSH);
-        tasks.spawn(super::driver::STATUS_WRITER, async move {
+        tasks.spawn(STATUS_WRITER, async move {
             status.await;
             Ok(())
         });
         let outbox = self.outbox.run(OUTBOX_WORKERS, stop, FLUSH);
-        tasks.spawn(super::driver::OUTBOX, async move {
+        tasks.spawn(OUTBOX, async move {
             outbox.await;
             Ok(())
         });

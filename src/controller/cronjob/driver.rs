@@ -54,10 +54,6 @@ fn spec_or_trigger(cj: &CronJob) -> Option<u64> {
 
 /// The name the CronJob controller is supervised by.
 pub const NAME: &str = "CronJob controller";
-/// The name the status writers are supervised by.
-pub const STATUS_WRITER: &str = "status writer";
-/// The name the outbox's workers are supervised by.
-pub const OUTBOX: &str = "outbox";
 
 /// Run the CronJob controller until `shutdown` is cancelled (in-flight reconciles finish, then
 /// queued status writes and Events are sent for a short while).
@@ -65,8 +61,8 @@ pub const OUTBOX: &str = "outbox";
 /// One watch of CronJobs and one of Jobs per namespace (or cluster-wide when
 /// `scope.namespaces` is empty); the Job watch feeds the owner index and triggers the owning
 /// CronJob. `ready` is called once both caches have listed. The status writers and the
-/// outbox run as tasks of their own ([`STATUS_WRITER`], [`OUTBOX`], listed in
-/// `shared.tasks`): should one end, the controller stops with its error.
+/// outbox run as tasks of their own ([`super::context::STATUS_WRITER`],
+/// [`super::context::OUTBOX`], listed in `shared.tasks`): should one end, the controller stops with its error.
 pub async fn run(
     shared: Shared,
     args: ReconcilerArgs,

@@ -38,11 +38,7 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    pub(super) fn not_ready(
-        reason: &'static str,
-        message: String,
-        warning: Option<&'static str>,
-    ) -> Self {
+    fn not_ready(reason: &'static str, message: String, warning: Option<&'static str>) -> Self {
         Self {
             ready: false,
             reason,
@@ -137,6 +133,16 @@ pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
     Ok((sched, tz))
 }
 
+/// The `Ready` condition of a CronJob whose Job template the API server refuses: `message` is
+/// the API server's (see [`super::template`]).
+pub fn invalid_template(message: &str) -> Readiness {
+    Readiness::not_ready(
+        reason::INVALID_JOB_TEMPLATE,
+        message.to_string(),
+        Some(events::INVALID_JOB_TEMPLATE),
+    )
+}
+
 /// The CronJob's next slot after `now`, if it schedules at all (not suspended, valid).
 pub fn next_run(cj: &CronJob, now: Timestamp) -> Option<Timestamp> {
     if cj.spec.is_suspended() || cj.metadata.deletion_timestamp.is_some() {
@@ -195,7 +201,7 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         ));
     }
     if let Some(message) = seen.invalid_template {
-        return Scheduling::idle(super::template::invalid(message));
+        return Scheduling::idle(invalid_template(message));
     }
     let query = SlotQuery {
         schedule: &sched,

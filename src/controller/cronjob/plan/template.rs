@@ -6,8 +6,8 @@
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 
-use super::scheduling::{self, Readiness};
-use super::{Action, Plan, PlanConfig, events, schedules, set_ready};
+use super::scheduling;
+use super::{Action, Plan, PlanConfig, schedules, set_ready};
 use crate::api::{CronJob, CronJobStatus};
 use crate::controller::cronjob::status::{CONDITION_READY, reason};
 
@@ -50,16 +50,6 @@ pub fn recorded_template_check(cj: &CronJob) -> TemplateCheck {
     }
 }
 
-/// The `Ready` condition of a CronJob whose Job template the API server refuses: `message` is
-/// the API server's.
-pub fn invalid(message: &str) -> Readiness {
-    Readiness::not_ready(
-        reason::INVALID_JOB_TEMPLATE,
-        message.to_string(),
-        Some(events::INVALID_JOB_TEMPLATE),
-    )
-}
-
 /// The Job to dry-run before `planned` is applied, when `cj`'s generation needs a check: none
 /// is recorded for it and the plan schedules Jobs. The slot's Job when one is due, else the
 /// Job of the next slot (of `now` when there is none yet).
@@ -90,5 +80,5 @@ pub fn refuse_template(
 ) -> Option<Action> {
     let old = cj.status.clone().unwrap_or_default();
     status.next_schedule_time = None;
-    set_ready(status, &old, invalid(message), cj, now)
+    set_ready(status, &old, scheduling::invalid_template(message), cj, now)
 }
