@@ -1,10 +1,13 @@
 //! What the probes report, and the HTTP routes that report it: `/healthz` (alive), `/readyz`
 //! (ready) and `/metrics`.
 //!
-//! - Alive: no critical task (a server, a controller, leader election) has failed.
+//! - Alive: no supervised task (a server, a controller or one of its workers, leader
+//!   election, the certificate refresher) has ended, failed, panicked or been aborted.
 //! - Ready: not shutting down; the webhook, when enabled, serves with its certificates loaded;
-//!   and on the leader, the controllers' caches have synced. Readiness never depends on
-//!   leadership itself, so every replica serves the webhook.
+//!   and on the leader, every cache the controllers need has listed (CronJobs, the owner index
+//!   of Jobs, the TTL controller's Jobs and Pods). The CRD is Established before the probes
+//!   are served at all ([`super::crd`]). Readiness never depends on leadership itself, so every
+//!   replica serves the webhook.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,7 +62,7 @@ impl Health {
         }
     }
 
-    /// The controllers' caches have synced.
+    /// Every cache the controllers need has listed (or, `false`, not yet).
     pub fn set_caches_synced(&self, synced: bool) {
         self.caches_synced.store(synced, Ordering::Relaxed);
     }

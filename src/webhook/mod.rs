@@ -1,5 +1,7 @@
-//! The admission webhook server: defaulting (`/mutate-…`) and validation (`/validate-…`) of
-//! `CronJob` objects, served over TLS on every replica.
+//! The admission webhook server: defaulting and validation of CronJobs, over TLS.
+//!
+//! Defaulting (`/mutate-…`) and validation (`/validate-…`) of `CronJob` objects, served on
+//! every replica.
 //!
 //! Start-up runs one way: [`serve`] binds, asks [`certs`] for the certificate (which turns PEM
 //! into a rustls configuration with [`tls`]), and hands both to [`server`].
@@ -18,12 +20,16 @@ pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio_util::sync::CancellationToken;
 
 pub use metrics::WebhookMetrics;
-pub use server::{router, router_with_dry_run};
+
+use crate::clock::Clock;
+use crate::task::Tasks;
+pub use server::{router, router_checking_at, router_with_dry_run};
 
 /// Default certificate directory (the kubebuilder convention).
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -103,24 +109,63 @@ pub enum WebhookError {
     /// The server failed.
     #[error("webhook server failed")]
     Serve(#[source] std::io::Error),
+    /// The server or the certificate's refresher ended.
+    #[error(transparent)]
+    Task(#[from] crate::task::TaskError),
 }
 
-/// Serve the webhook until `shutdown` (with `client`, Job templates are dry-run, see
-/// [`router_with_dry_run`]), then stop accepting connections and let open ones finish
-/// (at most [`server::DRAIN_TIMEOUT`]). `ready` gets the bound address once the certificate is
-/// loaded and the listener accepts TLS connections.
+/// What the webhook runs with besides its flags: the client (with it, Job templates are
+/// dry-run, see [`router_with_dry_run`], and `--webhook-self-signed` can provision), the
+/// clock, and where its tasks are listed.
+#[derive(Clone)]
+pub struct Env {
+    /// The API client, if any.
+    pub client: Option<kube::Client>,
+    /// The one source of "now".
+    pub clock: Arc<dyn Clock>,
+    /// Where the server and the certificate's refresher are listed.
+    pub tasks: Tasks,
+}
+
+impl Env {
+    /// Without an API server: the local rules only, certificates from a directory, the
+    /// system clock, tasks listed nowhere else.
+    pub fn local() -> Self {
+        Self {
+            client: None,
+            clock: Arc::new(crate::clock::SystemClock),
+            tasks: Tasks::default(),
+        }
+    }
+}
+
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env")
+            .field("client", &self.client.is_some())
+            .field("clock", &self.clock)
+            .field("tasks", &self.tasks)
+            .finish()
+    }
+}
+
+/// Serve the webhook until `shutdown`, then stop accepting connections and let open ones
+/// finish (at most [`server::DRAIN_TIMEOUT`]). `ready` gets the bound address once the
+/// certificate is loaded and the listener accepts TLS connections.
 pub async fn serve(
     args: WebhookArgs,
-    client: Option<kube::Client>,
+    env: Env,
     metrics: WebhookMetrics,
     ready: impl FnOnce(SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
     let listener = crate::net::bind(args.webhook_addr)?;
-    let app = match &client {
-        Some(client) => router_with_dry_run(metrics, std::sync::Arc::new(client.clone())),
+    let app = match &env.client {
+        Some(client) => {
+            router_checking_at(metrics, Arc::new(client.clone()), Arc::clone(&env.clock))
+        }
         None => router(metrics),
     };
-    let loaded = args.certificates(client)?.load().await?;
-    server::run(listener, loaded, app, ready, shutdown).await
+    let loaded = args.certificates(env.client)?.load(env.clock).await?;
+    server::run(listener, loaded, app, ready, shutdown, &env.tasks).await
 }

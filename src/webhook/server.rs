@@ -24,7 +24,9 @@ use super::admission::{
 };
 use super::certs::Loaded;
 use super::metrics::{Outcome, WebhookMetrics};
-use crate::controller::cronjob::template::{JobDryRun, Verdict};
+use crate::clock::Clock;
+use crate::job::{JobDryRun, Verdict};
+use crate::task::{TaskSet, Tasks};
 use crate::telemetry::Throttle;
 
 /// Longest time a request may take before it is answered with 503. The API server's own
@@ -41,7 +43,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 struct AppState {
     metrics: WebhookMetrics,
-    dry_run: Option<Arc<dyn JobDryRun>>,
+    dry_run: Option<(Arc<dyn JobDryRun>, Arc<dyn Clock>)>,
     log: Arc<Throttle>,
 }
 
@@ -54,12 +56,25 @@ pub fn router(metrics: WebhookMetrics) -> Router {
 
 /// [`router`], with the Job template of every CronJob the local rules allow (on create, or
 /// when an update changes it) dry-run through `dry_run`: what the API server refuses is
-/// denied.
+/// denied. The Job checked is the one of a slot now ([`router_checking_at`] with the system
+/// clock).
 pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn JobDryRun>) -> Router {
-    routes(metrics, Some(dry_run))
+    router_checking_at(metrics, dry_run, Arc::new(crate::clock::SystemClock))
 }
 
-fn routes(metrics: WebhookMetrics, dry_run: Option<Arc<dyn JobDryRun>>) -> Router {
+/// [`router_with_dry_run`], checking the Job of a slot at `clock`'s now.
+pub fn router_checking_at(
+    metrics: WebhookMetrics,
+    dry_run: Arc<dyn JobDryRun>,
+    clock: Arc<dyn Clock>,
+) -> Router {
+    routes(metrics, Some((dry_run, clock)))
+}
+
+fn routes(
+    metrics: WebhookMetrics,
+    dry_run: Option<(Arc<dyn JobDryRun>, Arc<dyn Clock>)>,
+) -> Router {
     let state = AppState {
         metrics: metrics.clone(),
         dry_run,
@@ -99,11 +114,42 @@ fn harden(routes: Router, metrics: &WebhookMetrics) -> Router {
     )
 }
 
-/// Serve `app` over TLS on `listener` until `shutdown`; `keep_fresh` runs alongside. `ready`
-/// gets the bound address once the server accepts connections.
+/// The name the TLS server is supervised by.
+pub const SERVER: &str = "webhook server";
+/// The name the certificate's refresher is supervised by.
+pub const REFRESHER: &str = "certificate refresher";
+
+/// Serve `app` over TLS on `listener` until `shutdown`, and keep the certificate fresh
+/// alongside: two tasks ([`SERVER`], [`REFRESHER`], listed in `tasks`); either ending before
+/// `shutdown` stops the other and is the error. `ready` gets the bound address once the
+/// server accepts connections.
 pub async fn run(
     listener: std::net::TcpListener,
     certs: Loaded,
+    app: Router,
+    ready: impl FnOnce(std::net::SocketAddr) + Send + 'static,
+    shutdown: CancellationToken,
+    tasks: &Tasks,
+) -> Result<(), WebhookError> {
+    let mut set = TaskSet::new(tasks, shutdown.clone());
+    let keep_fresh = certs.keep_fresh;
+    let stop = shutdown.clone();
+    set.spawn(REFRESHER, async move {
+        tokio::select! {
+            () = keep_fresh => {}
+            () = stop.cancelled() => {}
+        }
+        Ok(())
+    });
+    let server =
+        axum_server::from_tcp_rustls(listener, certs.config).map_err(WebhookError::Serve)?;
+    set.spawn(SERVER, serve(server, app, ready, shutdown));
+    Ok(set.supervise().await?)
+}
+
+/// Serve until `shutdown`, then let open connections finish (at most [`DRAIN_TIMEOUT`]).
+async fn serve(
+    server: axum_server::Server<std::net::SocketAddr, axum_server::tls_rustls::RustlsAcceptor>,
     app: Router,
     ready: impl FnOnce(std::net::SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
@@ -111,28 +157,27 @@ pub async fn run(
     let handle = axum_server::Handle::new();
     let announce = {
         let handle = handle.clone();
-        tokio::spawn(async move {
+        async move {
             if let Some(addr) = handle.listening().await {
                 ready(addr);
             }
-        })
+            futures::future::pending::<()>().await;
+        }
     };
     let stopper = {
         let handle = handle.clone();
-        tokio::spawn(async move {
+        async move {
             shutdown.cancelled().await;
             handle.graceful_shutdown(Some(DRAIN_TIMEOUT));
-        })
+            futures::future::pending::<()>().await;
+        }
     };
-    let keep_fresh = tokio::spawn(certs.keep_fresh);
-    let result = match axum_server::from_tcp_rustls(listener, certs.config) {
-        Ok(server) => server.handle(handle).serve(app.into_make_service()).await,
-        Err(e) => Err(e),
-    };
-    keep_fresh.abort();
-    stopper.abort();
-    announce.abort();
-    result.map_err(WebhookError::Serve)
+    let serving = server.handle(handle).serve(app.into_make_service());
+    tokio::select! {
+        result = serving => result.map_err(WebhookError::Serve),
+        () = announce => Ok(()),
+        () = stopper => Ok(()),
+    }
 }
 
 async fn mutate(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
@@ -161,10 +206,10 @@ async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body:
 /// The API server's verdict on the template of an allowed CronJob, when there is one to ask
 /// for: counted, and logged when there is none.
 async fn judge_template(state: &AppState, answer: Answer) -> Answer {
-    let Some(dry_run) = state.dry_run.as_deref() else {
+    let Some((dry_run, clock)) = state.dry_run.as_ref() else {
         return answer;
     };
-    let (answer, verdict) = check_template(answer, dry_run, jiff::Timestamp::now()).await;
+    let (answer, verdict) = check_template(answer, dry_run.as_ref(), clock.now()).await;
     if let Some(verdict) = verdict {
         state.metrics.dry_run(verdict.label());
         if let Verdict::Unknown(why) = &verdict
