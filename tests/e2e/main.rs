@@ -18,6 +18,7 @@ mod leader;
 mod migrate;
 mod missed;
 mod observe;
+mod parity;
 mod plugin;
 mod policy;
 mod rbac;
@@ -74,6 +75,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         leader::cases(),
         migrate::cases(),
         missed::cases(),
+        parity::cases(),
         plugin::cases(),
         policy::cases(),
         rbac::cases(),
