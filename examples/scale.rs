@@ -675,6 +675,10 @@ struct Slot {
     /// Seconds after the slot: the first Event seen.
     first_event: Option<f64>,
     events: usize,
+    /// Status writes and Events that arrived before the slot's last Job (interleaved with the
+    /// creates).
+    status_writes_during_creates: usize,
+    events_during_creates: usize,
     /// The manager 55 s after the slot.
     process: ProcSample,
     /// The manager's own skew histogram over the slot: the bucket bounds holding p50 and p99,
@@ -836,6 +840,19 @@ fn histogram_bounds(buckets: &[(f64, u64)]) -> Option<(f64, f64, u64)> {
     (total > 0).then(|| (bound(50), bound(99), total))
 }
 
+/// Stop the controller: SIGTERM to the program itself first when it runs under a wrapper (a
+/// heap profiler writes its file when the program exits), then to the process we started.
+fn stop(controller: &mut Controller) {
+    if controller.pid != controller.proc.pid() {
+        kronjob_envtest::process::signal(controller.pid, 15);
+        let limit = Instant::now() + Duration::from_secs(60);
+        while Path::new(&format!("/proc/{}", controller.pid)).exists() && Instant::now() < limit {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    controller.proc.stop(Duration::from_secs(30));
+}
+
 /// Sleep until `at` (wall clock).
 async fn sleep_until(at: Timestamp) {
     let wait = at.duration_since(Timestamp::now());
@@ -870,7 +887,11 @@ fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Slot {
     let writes: Vec<&Seen> = log.cronjob_writes.iter().filter(window).collect();
     let events: Vec<&Seen> = log.events.iter().filter(window).collect();
     let after = |s: &Seen| secs(s.arrived.duration_since(slot));
+    let last_job = jobs.iter().map(|j| j.arrived).max().unwrap_or(slot);
+    let during = |list: &[&Seen]| list.iter().filter(|s| s.arrived <= last_job).count();
     Slot {
+        status_writes_during_creates: during(&writes),
+        events_during_creates: during(&events),
         slot,
         jobs: jobs.len(),
         missing: names
@@ -982,6 +1003,12 @@ async fn phase(
 ) -> Result<Phase, BoxError> {
     let client = plane.client().await?;
     create_namespace(&client, ns).await?;
+    // Create right after a minute boundary and start the controller at once: no slot falls
+    // due before it starts, and its start-up has the rest of the minute.
+    let now = Timestamp::now();
+    if now.as_second().rem_euclid(60) > 2 {
+        sleep_until(next_minute(now).checked_add(SignedDuration::from_secs(1))?).await;
+    }
     let (names, create_s) = create_cronjobs(&client, ns, which, args).await?;
     let log: SharedLog = Arc::default();
     let mut watches = vec![
@@ -1007,12 +1034,6 @@ async fn phase(
             watch_into(api, log.clone(), Feed::CronJobWrites).await
         }
     });
-    // Start right after a minute boundary: the start-up has most of a minute before a slot.
-    let now = Timestamp::now();
-    let second = now.as_second().rem_euclid(60);
-    if second > 3 {
-        sleep_until(next_minute(now).checked_add(SignedDuration::from_secs(1))?).await;
-    }
     let requests_before = request_counts(&client).await;
     let apiserver_pid = plane.apiserver().map(|p| p.pid());
     let api_sampler = apiserver_pid.map(Sampler::start);
@@ -1063,7 +1084,7 @@ async fn phase(
     let peak = *sampler.peak_rss.lock().unwrap_or_else(|e| e.into_inner());
     let requests = diff(&request_counts(&client).await, &requests_before);
     let apiserver_cpu_s = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s) - api_cpu_before;
-    controller.proc.stop(Duration::from_secs(10));
+    stop(&mut controller);
     for w in watches {
         w.abort();
     }
@@ -1225,7 +1246,7 @@ fn summary_table(out: &mut String, r: &Report) {
 fn slot_table(out: &mut String, r: &Report) {
     let _ = writeln!(
         out,
-        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | first status write s | status writes | first Event s | Events | RSS MiB | CPU s | manager's skew histogram |"
+        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB | CPU s | manager's skew histogram |"
     );
     let _ = writeln!(
         out,
@@ -1247,9 +1268,9 @@ fn slot_table(out: &mut String, r: &Report) {
                 Spread::show(s.skew_created, 0),
                 Spread::show(s.skew_arrived, 2),
                 opt(s.first_status_write, 2),
-                s.status_writes,
+                format!("{} ({})", s.status_writes, s.status_writes_during_creates),
                 opt(s.first_event, 2),
-                s.events,
+                format!("{} ({})", s.events, s.events_during_creates),
                 s.process.rss_mib,
                 s.process.cpu_s,
                 hist,
@@ -1474,6 +1495,7 @@ mod tests {
         assert_eq!(s.skew_arrived.map(|a| a.max), Some(2.5));
         assert_eq!(s.first_status_write, Some(2.6));
         assert_eq!((s.events, s.first_event), (0, None));
+        assert_eq!(s.status_writes_during_creates, 0);
     }
 
     #[test]
