@@ -914,6 +914,19 @@ fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Slot {
     }
 }
 
+/// When every CronJob in `names` has had a status write after `start`: the last of those
+/// first writes; `None` while some have not.
+fn all_written(log: &Log, names: &HashSet<String>, start: Timestamp) -> Option<Timestamp> {
+    let mut first: HashMap<&str, Timestamp> = HashMap::new();
+    for w in log.cronjob_writes.iter().filter(|w| w.arrived >= start) {
+        first.entry(w.name.as_str()).or_insert(w.arrived);
+    }
+    if !names.iter().all(|n| first.contains_key(n.as_str())) {
+        return None;
+    }
+    first.into_values().max()
+}
+
 /// Wait for /readyz (kronjob) and for every CronJob's first status write after `start`.
 async fn startup(
     log: &SharedLog,
@@ -940,23 +953,11 @@ async fn startup(
         if which == Which::Upstream {
             return (None, None);
         }
-        let log = lock(log);
-        let written: HashSet<&str> = log
-            .cronjob_writes
-            .iter()
-            .filter(|w| w.arrived >= start)
-            .map(|w| w.name.as_str())
-            .collect();
-        if ready.is_some() && names.iter().all(|n| written.contains(n.as_str())) {
-            let last = log
-                .cronjob_writes
-                .iter()
-                .filter(|w| w.arrived >= start)
-                .map(|w| w.arrived)
-                .max();
-            return (ready, last.map(|t| secs(t.duration_since(start))));
+        if ready.is_some()
+            && let Some(last) = all_written(&lock(log), names, start)
+        {
+            return (ready, Some(secs(last.duration_since(start))));
         }
-        drop(log);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     (ready, None)
@@ -1159,6 +1160,9 @@ fn worst(p: &Phase, f: impl Fn(&Slot) -> Option<Spread>) -> Option<Spread> {
     })
 }
 
+/// A row of the summary table: its title and how a phase's cell is written.
+type SummaryRow = (&'static str, Box<dyn Fn(&Phase) -> String>);
+
 fn summary_table(out: &mut String, r: &Report) {
     let floor = r.floor_before.as_ref().map(|f| f.seconds);
     let _ = writeln!(
@@ -1171,7 +1175,7 @@ fn summary_table(out: &mut String, r: &Report) {
             .join(" | ")
     );
     let _ = writeln!(out, "|---|{}", "---|".repeat(r.phases.len()));
-    let rows: Vec<(&str, Box<dyn Fn(&Phase) -> String>)> = vec![
+    let rows: Vec<SummaryRow> = vec![
         (
             "creating the CronJobs, s",
             Box::new(|p| format!("{:.1}", p.create_cronjobs_s)),
@@ -1238,7 +1242,7 @@ fn summary_table(out: &mut String, r: &Report) {
         ),
     ];
     for (what, f) in rows {
-        let cells: Vec<String> = r.phases.iter().map(|p| f(p)).collect();
+        let cells: Vec<String> = r.phases.iter().map(f.as_ref()).collect();
         let _ = writeln!(out, "| {what} | {} |", cells.join(" | "));
     }
 }
@@ -1268,9 +1272,9 @@ fn slot_table(out: &mut String, r: &Report) {
                 Spread::show(s.skew_created, 0),
                 Spread::show(s.skew_arrived, 2),
                 opt(s.first_status_write, 2),
-                format!("{} ({})", s.status_writes, s.status_writes_during_creates),
+                format_args!("{} ({})", s.status_writes, s.status_writes_during_creates),
                 opt(s.first_event, 2),
-                format!("{} ({})", s.events, s.events_during_creates),
+                format_args!("{} ({})", s.events, s.events_during_creates),
                 s.process.rss_mib,
                 s.process.cpu_s,
                 hist,
