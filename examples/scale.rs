@@ -1387,7 +1387,7 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         );
     }
     if args.keep {
-        // SAFETY-free: the variable only tells the control plane to keep its folder.
+        // Not dropped: its folder stays (its processes end with this one).
         eprintln!("keeping {}", plane.dir().display());
         std::mem::forget(plane);
     }
