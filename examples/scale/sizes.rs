@@ -14,7 +14,8 @@ use serde::Serialize;
 use stats_alloc::Region;
 
 use kronjob::api::CronJob;
-use kronjob::controller::{index, jobs};
+use kronjob::controller::index;
+use kronjob::job as jobs;
 
 use super::{BoxError, GLOBAL};
 
