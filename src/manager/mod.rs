@@ -27,6 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum_server::tls_rustls::RustlsConfig;
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use tokio::task::JoinSet;
@@ -34,6 +35,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 pub use args::RunArgs;
+use client as client_module;
 pub use client::client;
 pub use crd::{CRD_NAME, ensure_crd};
 pub use health::{Health, health_router, metrics_router};
@@ -44,6 +46,7 @@ use crate::controller::cronjob::{self, ReconcilerMetrics};
 use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
 use crate::controller::ttl::{self, TtlMetrics};
 use crate::controller::{Shared, Stopped};
+use crate::https::HttpsMetrics;
 use crate::metrics::Metrics;
 use crate::webhook::{self, WebhookMetrics};
 
@@ -113,7 +116,11 @@ pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
     let client = client().await?;
     ensure_crd(client.clone(), args.install_crd).await?;
-    run_with(args, client, signal::shutdown_on_signal()).await
+    // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
+    // connection to the API server), so hostile traffic to those ports never queues ahead of
+    // the controllers' requests.
+    let side = client_module::client().await?;
+    run_with_clients(args, client, side, signal::shutdown_on_signal()).await
 }
 
 /// Run the manager with a given client until `shutdown` is cancelled.
@@ -122,7 +129,19 @@ pub async fn run_with(
     client: Client,
     shutdown: CancellationToken,
 ) -> Result<(), ManagerError> {
-    let mut manager = Manager::new(&args, client, shutdown);
+    let side = client.clone();
+    run_with_clients(args, client, side, shutdown).await
+}
+
+/// [`run_with`], with `side` for the webhook's dry runs and the metrics' token and access
+/// reviews.
+pub async fn run_with_clients(
+    args: RunArgs,
+    client: Client,
+    side: Client,
+    shutdown: CancellationToken,
+) -> Result<(), ManagerError> {
+    let mut manager = Manager::new(&args, client, side, shutdown);
     manager.serve_probes_and_metrics(&args)?;
     manager.serve_webhook(&args);
     manager.run_controllers(&args);
@@ -135,6 +154,7 @@ struct Registered {
     shard: ShardMetrics,
     ttl: TtlMetrics,
     webhook: WebhookMetrics,
+    https: HttpsMetrics,
     exposition: Metrics,
 }
 
@@ -147,6 +167,7 @@ impl Registered {
             shard: ShardMetrics::new(&mut registry),
             ttl: TtlMetrics::new(&mut registry),
             webhook: WebhookMetrics::new(&mut registry),
+            https: HttpsMetrics::new(&mut registry),
             exposition: Metrics::new(registry),
         }
     }
@@ -155,6 +176,10 @@ impl Registered {
 /// The process: its shared state and its critical tasks.
 struct Manager {
     client: Client,
+    /// The client of the webhook's dry runs and the metrics' reviews.
+    side: Client,
+    /// The webhook's certificate once loaded (the secure metrics server serves it too).
+    certificate: tokio::sync::watch::Sender<Option<RustlsConfig>>,
     /// The process is stopping.
     shutdown: CancellationToken,
     /// Cancelled `--shutdown-delay` after `shutdown` (at once without a webhook): in between,
@@ -166,7 +191,7 @@ struct Manager {
 }
 
 impl Manager {
-    fn new(args: &RunArgs, client: Client, shutdown: CancellationToken) -> Self {
+    fn new(args: &RunArgs, client: Client, side: Client, shutdown: CancellationToken) -> Self {
         let webhook_enabled = args.webhook_enabled();
         let health = Health::new(webhook_enabled);
         let servers_stop = CancellationToken::new();
@@ -186,6 +211,8 @@ impl Manager {
         let metrics = Registered::new(&health);
         Self {
             client,
+            side,
+            certificate: tokio::sync::watch::Sender::new(None),
             shutdown,
             servers_stop,
             health,
@@ -194,20 +221,38 @@ impl Manager {
         }
     }
 
-    /// Bind the probe and metrics listeners (a taken port fails the start) and serve them.
+    /// Bind the probe and metrics listeners (a taken port fails the start) and serve them:
+    /// the probes over plain HTTP, the metrics over HTTPS to authorized readers (or plain
+    /// HTTP with `--metrics-secure=false`).
     fn serve_probes_and_metrics(&mut self, args: &RunArgs) -> Result<(), ManagerError> {
         let health = crate::net::bind(args.health_addr)?;
         let metrics = crate::net::bind(args.metrics_addr)?;
-        info!(health = %local(&health), metrics = %local(&metrics), "listening");
+        info!(health = %local(&health), metrics = %local(&metrics), secure = args.metrics_secure, "listening");
         let router = health_router(Arc::clone(&self.health));
         self.spawn(
             "health server",
             serve_http("health", health, router, self.servers_stop.clone()),
         );
         let router = metrics_router(self.metrics.exposition.clone());
+        if !args.metrics_secure {
+            self.spawn(
+                "metrics server",
+                serve_http("metrics", metrics, router, self.servers_stop.clone()),
+            );
+            return Ok(());
+        }
+        let authorizer = Arc::new(crate::metrics_auth::Authorizer::new(Arc::new(
+            self.side.clone(),
+        )));
+        let server = SecureMetrics {
+            router: crate::metrics_auth::protect(router, authorizer),
+            certificate: args.webhook_enabled().then(|| self.certificate.subscribe()),
+            limits: crate::https::Limits::standard(args.webhook.enable_http2),
+            connections: self.metrics.https.server("metrics"),
+        };
         self.spawn(
             "metrics server",
-            serve_http("metrics", metrics, router, self.servers_stop.clone()),
+            server.serve(metrics, self.servers_stop.clone()),
         );
         Ok(())
     }
@@ -227,10 +272,16 @@ impl Manager {
             serving.set_webhook_serving(true);
         };
         let stopped = Arc::clone(&self.health);
-        let server = webhook::serve(
+        let serving = webhook::Serving {
+            client: Some(self.client.clone()),
+            dry_run: Some(self.side.clone()),
+            metrics: self.metrics.webhook.clone(),
+            connections: self.metrics.https.server("webhook"),
+            certificate: Some(self.certificate.clone()),
+        };
+        let server = webhook::serve_with(
             args.webhook.clone(),
-            Some(self.client.clone()),
-            self.metrics.webhook.clone(),
+            serving,
             ready,
             self.servers_stop.clone(),
         );
@@ -394,6 +445,65 @@ async fn drain_bounded(
     }
 }
 
+/// The secure metrics server: what it serves, with which certificate.
+struct SecureMetrics {
+    router: Router,
+    /// The webhook's certificate, once loaded; `None`: the webhook is not served, and a
+    /// certificate is generated in memory.
+    certificate: Option<tokio::sync::watch::Receiver<Option<RustlsConfig>>>,
+    limits: crate::https::Limits,
+    connections: crate::https::ServerMetrics,
+}
+
+impl SecureMetrics {
+    async fn serve(
+        self,
+        listener: std::net::TcpListener,
+        stop: CancellationToken,
+    ) -> Result<(), ManagerError> {
+        let failed = |source| ManagerError::Serve {
+            name: "metrics",
+            source,
+        };
+        let tls = match self.certificate {
+            Some(mut loaded) => {
+                let config = tokio::select! {
+                    config = loaded.wait_for(Option::is_some) => config.ok().and_then(|c| c.clone()),
+                    () = stop.cancelled() => None,
+                };
+                let Some(config) = config else {
+                    // Stopping before the webhook loaded its certificate (it reports why).
+                    stop.cancelled().await;
+                    return Ok(());
+                };
+                config
+            }
+            None => generated_certificate().map_err(|e| failed(std::io::Error::other(e)))?,
+        };
+        let server = crate::https::Server {
+            app: self.router,
+            tls,
+            limits: self.limits,
+            metrics: self.connections,
+            drain: webhook::server::DRAIN_TIMEOUT,
+        };
+        crate::https::serve(listener, server, |_| {}, stop)
+            .await
+            .map_err(failed)
+    }
+}
+
+/// A certificate for the secure metrics server of a manager without a webhook (a local run):
+/// generated in memory for `localhost`, as controller-runtime does; scrapers skip its
+/// verification or pin it.
+fn generated_certificate() -> Result<RustlsConfig, webhook::certs::CertError> {
+    let names = ["localhost".to_string()];
+    let bundle = webhook::certs::self_signed::issue_bundle(&names, jiff::Timestamp::now())?;
+    let config =
+        webhook::tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())?;
+    Ok(RustlsConfig::from_config(config))
+}
+
 /// Serve `router` on `listener` until `stop`, then finish in-flight requests.
 async fn serve_http(
     name: &'static str,
@@ -432,6 +542,7 @@ mod tests {
             .get_or_create(&cronjob::metrics::ErrorLabels { category: "api" })
             .inc();
         registered.ttl.error(ttl::ObjectKind::Job, "api");
+        drop(registered.https.server("webhook"));
         registered.webhook.observe(
             "/validate",
             crate::webhook::metrics::Outcome::allowed,

@@ -5,13 +5,18 @@
 //! into a rustls configuration with [`tls`]), and hands both to [`server`].
 //!
 //! - [`admission`]: from request bytes to an `AdmissionReview` answer (pure);
-//! - [`server`]: the axum routes, hardening layers and the TLS server loop;
+//! - [`server`]: the axum routes, hardening layers and the handlers, served by
+//!   [`crate::https`] (connection cap, timeouts, HTTP/1.1 only by default);
+//! - [`budget`]: the memory budget of request bodies in flight;
+//! - [`dry_run`]: the Job template dry runs' cache, rate limit and concurrency;
 //! - [`certs`]: where the certificate comes from (a directory, or self-provisioned);
 //! - [`tls`]: PEM to a rustls configuration (pure);
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod admission;
+pub mod budget;
 pub mod certs;
+pub mod dry_run;
 pub mod metrics;
 pub mod server;
 pub mod tls;
@@ -20,10 +25,11 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use axum_server::tls_rustls::RustlsConfig;
 use tokio_util::sync::CancellationToken;
 
 pub use metrics::WebhookMetrics;
-pub use server::{router, router_with_dry_run};
+pub use server::{router, router_with_dry_run, router_with_dry_run_budget};
 
 /// Default certificate directory (the kubebuilder convention).
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -63,6 +69,17 @@ pub struct WebhookArgs {
     /// The ValidatingWebhookConfiguration whose caBundle `--webhook-self-signed` keeps current.
     #[arg(long = "webhook-validating-configuration", default_value = certs::VALIDATING_CONFIG)]
     pub webhook_validating_configuration: String,
+    /// Most connections open to the webhook; further ones wait until one closes.
+    #[arg(long = "webhook-max-connections", default_value_t = crate::https::MAX_CONNECTIONS, value_parser = clap::value_parser!(usize))]
+    pub webhook_max_connections: usize,
+    /// Most dry runs of Job templates the webhook sends the API server in any minute (0: none;
+    /// templates are then checked by the reconciler only).
+    #[arg(long = "webhook-dry-runs-per-minute", default_value_t = dry_run::DRY_RUNS_PER_MINUTE)]
+    pub webhook_dry_runs_per_minute: u32,
+    /// Serve HTTP/2 besides HTTP/1.1 on the webhook and secure metrics servers (off: HTTP/2's
+    /// rapid-reset attack, CVE-2023-44487, cannot reach them).
+    #[arg(long = "enable-http2")]
+    pub enable_http2: bool,
 }
 
 impl WebhookArgs {
@@ -105,6 +122,40 @@ pub enum WebhookError {
     Serve(#[source] std::io::Error),
 }
 
+/// What the webhook server needs besides its flags.
+pub struct Serving {
+    /// The client of the self-signed certificates (`--webhook-self-signed`).
+    pub client: Option<kube::Client>,
+    /// The client of the Job template dry runs (a client of their own, so they never hold up
+    /// the controllers' requests); none: the local rules only.
+    pub dry_run: Option<kube::Client>,
+    /// The webhook's metrics.
+    pub metrics: WebhookMetrics,
+    /// Its connection metrics.
+    pub connections: crate::https::ServerMetrics,
+    /// Told the certificate once it is loaded (the secure metrics server serves the same).
+    pub certificate: Option<tokio::sync::watch::Sender<Option<RustlsConfig>>>,
+}
+
+impl std::fmt::Debug for Serving {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Serving").finish_non_exhaustive()
+    }
+}
+
+impl Serving {
+    /// The local rules only, with metrics registered nowhere else.
+    pub fn local(metrics: WebhookMetrics) -> Self {
+        Serving {
+            client: None,
+            dry_run: None,
+            metrics,
+            connections: crate::https::ServerMetrics::unregistered("webhook"),
+            certificate: None,
+        }
+    }
+}
+
 /// Serve the webhook until `shutdown` (with `client`, Job templates are dry-run, see
 /// [`router_with_dry_run`]), then stop accepting connections and let open ones finish
 /// (at most [`server::DRAIN_TIMEOUT`]). `ready` gets the bound address once the certificate is
@@ -116,11 +167,45 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
-    let listener = crate::net::bind(args.webhook_addr)?;
-    let app = match &client {
-        Some(client) => router_with_dry_run(metrics, std::sync::Arc::new(client.clone())),
-        None => router(metrics),
+    let serving = Serving {
+        dry_run: client.clone(),
+        client,
+        ..Serving::local(metrics)
     };
-    let loaded = args.certificates(client)?.load().await?;
-    server::run(listener, loaded, app, ready, shutdown).await
+    serve_with(args, serving, ready, shutdown).await
+}
+
+/// [`serve`] with the clients and metrics of `serving`.
+pub async fn serve_with(
+    args: WebhookArgs,
+    serving: Serving,
+    ready: impl FnOnce(SocketAddr) + Send + 'static,
+    shutdown: CancellationToken,
+) -> Result<(), WebhookError> {
+    let listener = crate::net::bind(args.webhook_addr)?;
+    let app = match serving.dry_run {
+        Some(client) => router_with_dry_run_budget(
+            serving.metrics,
+            std::sync::Arc::new(client),
+            args.webhook_dry_runs_per_minute,
+        ),
+        None => router(serving.metrics),
+    };
+    let loaded = args.certificates(serving.client)?.load().await?;
+    if let Some(certificate) = serving.certificate {
+        certificate.send_replace(Some(loaded.config.clone()));
+    }
+    let limits = crate::https::Limits {
+        max_connections: args.webhook_max_connections,
+        ..crate::https::Limits::standard(args.enable_http2)
+    };
+    server::run(
+        listener,
+        loaded,
+        app,
+        (limits, serving.connections),
+        ready,
+        shutdown,
+    )
+    .await
 }

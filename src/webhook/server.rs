@@ -22,9 +22,12 @@ use super::WebhookError;
 use super::admission::{
     Answer, BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit, check_template,
 };
+use super::budget::{BodyBudget, Reservation};
 use super::certs::Loaded;
+use super::dry_run::{Budgeted, DRY_RUNS_PER_MINUTE};
 use super::metrics::{Outcome, WebhookMetrics};
 use crate::controller::cronjob::template::{JobDryRun, Verdict};
+use crate::https::{Limits, Server, ServerMetrics};
 use crate::telemetry::Throttle;
 
 /// Longest time a request may take before it is answered with 503. The API server's own
@@ -32,6 +35,9 @@ use crate::telemetry::Throttle;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
 /// Most requests handled at once; further requests wait for a slot.
 pub const MAX_CONCURRENT_REQUESTS: usize = 256;
+/// Longest time a request body may take to arrive once its headers have (slow clients get
+/// 408).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// Path of the health endpoint.
 pub const HEALTHZ_PATH: &str = "/healthz";
 /// How long open connections may finish their requests after shutdown is asked for.
@@ -42,6 +48,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 struct AppState {
     metrics: WebhookMetrics,
     dry_run: Option<Arc<dyn JobDryRun>>,
+    budget: BodyBudget,
     log: Arc<Throttle>,
 }
 
@@ -54,15 +61,27 @@ pub fn router(metrics: WebhookMetrics) -> Router {
 
 /// [`router`], with the Job template of every CronJob the local rules allow (on create, or
 /// when an update changes it) dry-run through `dry_run`: what the API server refuses is
-/// denied.
+/// denied. The dry runs are deduplicated and limited to [`DRY_RUNS_PER_MINUTE`] (see
+/// [`super::dry_run`]).
 pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn JobDryRun>) -> Router {
-    routes(metrics, Some(dry_run))
+    router_with_dry_run_budget(metrics, dry_run, DRY_RUNS_PER_MINUTE)
+}
+
+/// [`router_with_dry_run`] with at most `per_minute` dry runs a minute.
+pub fn router_with_dry_run_budget(
+    metrics: WebhookMetrics,
+    dry_run: Arc<dyn JobDryRun>,
+    per_minute: u32,
+) -> Router {
+    let budgeted = Budgeted::new(dry_run, per_minute, metrics.clone());
+    routes(metrics, Some(Arc::new(budgeted)))
 }
 
 fn routes(metrics: WebhookMetrics, dry_run: Option<Arc<dyn JobDryRun>>) -> Router {
     let state = AppState {
         metrics: metrics.clone(),
         dry_run,
+        budget: BodyBudget::default(),
         log: Arc::new(Throttle::default()),
     };
     let routes = Router::new()
@@ -99,39 +118,26 @@ fn harden(routes: Router, metrics: &WebhookMetrics) -> Router {
     )
 }
 
-/// Serve `app` over TLS on `listener` until `shutdown`; `keep_fresh` runs alongside. `ready`
-/// gets the bound address once the server accepts connections.
+/// Serve `app` over TLS on `listener` until `shutdown` (see [`crate::https`]); `keep_fresh`
+/// runs alongside. `ready` gets the bound address once the server accepts connections.
 pub async fn run(
     listener: std::net::TcpListener,
     certs: Loaded,
     app: Router,
+    (limits, connections): (Limits, ServerMetrics),
     ready: impl FnOnce(std::net::SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
-    let handle = axum_server::Handle::new();
-    let announce = {
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            if let Some(addr) = handle.listening().await {
-                ready(addr);
-            }
-        })
-    };
-    let stopper = {
-        let handle = handle.clone();
-        tokio::spawn(async move {
-            shutdown.cancelled().await;
-            handle.graceful_shutdown(Some(DRAIN_TIMEOUT));
-        })
-    };
     let keep_fresh = tokio::spawn(certs.keep_fresh);
-    let result = match axum_server::from_tcp_rustls(listener, certs.config) {
-        Ok(server) => server.handle(handle).serve(app.into_make_service()).await,
-        Err(e) => Err(e),
+    let server = Server {
+        app,
+        tls: certs.config,
+        limits,
+        metrics: connections,
+        drain: DRAIN_TIMEOUT,
     };
+    let result = crate::https::serve(listener, server, ready, shutdown).await;
     keep_fresh.abort();
-    stopper.abort();
-    announce.abort();
     result.map_err(WebhookError::Serve)
 }
 
@@ -145,12 +151,18 @@ async fn validate(State(state): State<AppState>, headers: HeaderMap, body: Body)
 
 async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body: Body) -> Response {
     let start = Instant::now();
-    let (outcome, response) = match read_body(headers, body).await {
-        Err(bad) => bad_request(&bad),
-        Ok(bytes) => match admit(endpoint, &bytes) {
-            Err(bad) => bad_request(&bad),
-            Ok(answer) => respond(judge_template(state, answer).await),
-        },
+    let (outcome, response) = match receive(state, headers, body).await {
+        Err(refused) => reject(state, &refused),
+        Ok((bytes, reservation)) => {
+            let decided = admit(endpoint, &bytes);
+            drop(bytes);
+            let answer = match decided {
+                Err(bad) => reject(state, &Refused::Malformed(bad)),
+                Ok(answer) => respond(judge_template(state, answer).await),
+            };
+            drop(reservation);
+            answer
+        }
     };
     state
         .metrics
@@ -159,19 +171,16 @@ async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body:
 }
 
 /// The API server's verdict on the template of an allowed CronJob, when there is one to ask
-/// for: counted, and logged when there is none.
+/// for (the dry run counts itself, see [`Budgeted`]); logged when there is none.
 async fn judge_template(state: &AppState, answer: Answer) -> Answer {
     let Some(dry_run) = state.dry_run.as_deref() else {
         return answer;
     };
     let (answer, verdict) = check_template(answer, dry_run, jiff::Timestamp::now()).await;
-    if let Some(verdict) = verdict {
-        state.metrics.dry_run(verdict.label());
-        if let Verdict::Unknown(why) = &verdict
-            && let Some(skipped) = state.log.allow("dry_run")
-        {
-            tracing::warn!(reason = ?why, skipped, "could not dry-run the Job template; allowing the CronJob");
-        }
+    if let Some(Verdict::Unknown(why)) = &verdict
+        && let Some(skipped) = state.log.allow("dry_run")
+    {
+        tracing::warn!(reason = ?why, skipped, "could not dry-run the Job template; allowing the CronJob");
     }
     answer
 }
@@ -192,28 +201,87 @@ fn respond(answer: Answer) -> (Outcome, Response) {
     }
 }
 
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, BadRequest> {
+/// Why a request was refused before admission.
+#[derive(Debug)]
+enum Refused {
+    /// Not an admission review (400).
+    Malformed(BadRequest),
+    /// The body is larger than [`MAX_BODY_BYTES`] (413).
+    TooLarge,
+    /// The body did not arrive within [`BODY_READ_TIMEOUT`] (408).
+    Slow,
+    /// The memory budget of bodies in flight stayed spent (429).
+    Busy,
+}
+
+impl Refused {
+    fn status(&self) -> StatusCode {
+        match self {
+            Refused::Malformed(_) => StatusCode::BAD_REQUEST,
+            Refused::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Refused::Slow => StatusCode::REQUEST_TIMEOUT,
+            Refused::Busy => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    /// The `reason` label of `kronjob_webhook_rejected_requests_total`.
+    fn reason(&self) -> &'static str {
+        match self {
+            Refused::Malformed(_) => "malformed",
+            Refused::TooLarge => "too_large",
+            Refused::Slow => "slow",
+            Refused::Busy => "busy",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Refused::Malformed(bad) => bad.to_string(),
+            Refused::TooLarge => BadRequest::TooLarge.to_string(),
+            Refused::Slow => format!(
+                "the request body did not arrive within {}s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+            Refused::Busy => "too many request bodies in flight; retry".to_string(),
+        }
+    }
+}
+
+/// The body, read within [`BODY_READ_TIMEOUT`] once its share of the memory budget is
+/// reserved (the reservation comes with it).
+async fn receive(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(axum::body::Bytes, Reservation), Refused> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(BadRequest::TooLarge);
+        return Err(Refused::TooLarge);
     }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|e| match std::error::Error::source(&e) {
+    let declared = declared.and_then(|n| usize::try_from(n).ok());
+    let reservation = state.budget.reserve(declared).await.ok_or(Refused::Busy)?;
+    let limit = declared.unwrap_or(MAX_BODY_BYTES);
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit));
+    match read.await {
+        Err(_) => Err(Refused::Slow),
+        Ok(Ok(bytes)) => Ok((bytes, reservation)),
+        Ok(Err(e)) => Err(match std::error::Error::source(&e) {
             // axum reports the limit as a "length limit exceeded" source error.
-            Some(inner) if inner.to_string().contains("length limit") => BadRequest::TooLarge,
-            _ => BadRequest::Read(e.to_string()),
-        })
+            Some(inner) if inner.to_string().contains("length limit") => Refused::TooLarge,
+            _ => Refused::Malformed(BadRequest::Read(e.to_string())),
+        }),
+    }
 }
 
-fn bad_request(bad: &BadRequest) -> (Outcome, Response) {
-    tracing::debug!(reason = %bad, "bad admission request");
+fn reject(state: &AppState, refused: &Refused) -> (Outcome, Response) {
+    tracing::debug!(reason = %refused.message(), "admission request refused");
+    state.metrics.rejected(refused.reason());
     (
         Outcome::bad_request,
-        error_response(StatusCode::BAD_REQUEST, &bad.to_string()),
+        error_response(refused.status(), &refused.message()),
     )
 }
 
