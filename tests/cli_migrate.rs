@@ -182,7 +182,7 @@ fn full_migration(delete: bool) -> Vec<Expect> {
         }})),
         // 3. the original suspended; it ran 10:00 meanwhile.
         patch(ORIGINAL, original("cj", false, "2016-05-19T10:00:00Z"))
-            .body(json!({"spec": {"suspend": true}})),
+            .body(json!({"metadata": {"resourceVersion": "5"}, "spec": {"suspend": true}})),
         // 4. read again (a run in flight may have finished recording): 10:00 carried.
         Expect::get(ORIGINAL).ok(original("cj", true, "2016-05-19T10:00:00Z")),
         patch(&format!("{MIGRATED}/status"), created.clone())
@@ -191,7 +191,7 @@ fn full_migration(delete: bool) -> Vec<Expect> {
     if delete {
         script.push(Expect::delete(ORIGINAL).body(json!({
             "propagationPolicy": "Orphan",
-            "preconditions": {"uid": "cj-orig-uid"}
+            "preconditions": {"uid": "cj-orig-uid", "resourceVersion": "5"}
         })));
     }
     // 5. resumed with the original's suspend, and marked complete, in one patch.
@@ -265,7 +265,7 @@ async fn a_failed_suspend_leaves_the_copy_suspended_and_the_next_run_finishes() 
             Expect::get(ORIGINAL).ok(original("cj", false, "2016-05-19T09:00:00Z")),
             Expect::get(MIGRATED).ok(created.clone()),
             patch(ORIGINAL, original("cj", false, "2016-05-19T09:00:00Z"))
-                .body(json!({"spec": {"suspend": true}})),
+                .body(json!({"metadata": {"resourceVersion": "5"}, "spec": {"suspend": true}})),
             Expect::get(ORIGINAL).ok(original("cj", true, "2016-05-19T09:00:00Z")),
             patch(MIGRATED, created).body(json!({
                 "metadata": {"annotations": {"batch.kronjob.dev/migration": "complete"}},

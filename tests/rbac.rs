@@ -102,24 +102,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn kustomize_rbac() -> Vec<Value> {
-    let dir = root().join("config/rbac");
-    let mut documents = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("config/rbac") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if name.ends_with(".yaml") && name != "kustomization.yaml" {
-            documents.extend(yaml_documents(
-                &std::fs::read_to_string(&path).expect("read"),
-            ));
-        }
-    }
-    documents
-}
-
 fn helm() -> PathBuf {
     let local = root().join(".tools/bin/helm");
     if local.exists() {

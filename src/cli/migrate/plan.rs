@@ -284,6 +284,9 @@ pub struct Plan {
     pub migrated_times: Times,
     /// UID of the batch/v1 CronJob as read.
     pub original_uid: Option<String>,
+    /// resourceVersion of the batch/v1 CronJob as read: suspending or deleting it requires
+    /// it unchanged, so an edit made since the plan is never lost.
+    pub original_resource_version: Option<String>,
     /// UID of the kronjob CronJob as read.
     pub migrated_uid: Option<String>,
 }
@@ -305,6 +308,10 @@ impl Plan {
             original_uid: found
                 .original
                 .and_then(|o| o["metadata"]["uid"].as_str())
+                .map(String::from),
+            original_resource_version: found
+                .original
+                .and_then(|o| o["metadata"]["resourceVersion"].as_str())
                 .map(String::from),
             migrated_uid: found.migrated.and_then(|m| m.metadata.uid.clone()),
         }
