@@ -16,12 +16,19 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use super::admission::MAX_BODY_BYTES;
 
-/// What decoding a body costs, as a multiple of its length (measured: a 3 MiB review of many
-/// small values peaks near 6x during its decode; ordinary reviews stay below 3x).
-pub const DECODE_FACTOR: usize = 6;
+/// What decoding a body costs, as a multiple of its length. Measured on 3 MiB reviews
+/// (`admit` on both endpoints, peak RSS): a long string costs 2.3x, but many tiny values cost
+/// far more (an array of zeros 48x, of empty objects 37x, an object of short keys 40x), so
+/// bodies with more than [`MAX_JSON_VALUES`] values are refused and the factor covers the
+/// rest: at most 100,000 values (~10 MiB decoded) plus strings at 2.3x stay within 12x of a
+/// 3 MiB body.
+pub const DECODE_FACTOR: usize = 12;
+/// Most JSON values (scalars, arrays, objects) a body may hold; a CronJob review holds a few
+/// thousand.
+pub const MAX_JSON_VALUES: usize = 100_000;
 /// Bodies up to this length use the small lane.
 pub const SMALL_BODY: usize = 256 * 1024;
-/// Budget of the small lane, bytes: 10 largest small bodies at once, or hundreds of ordinary
+/// Budget of the small lane, bytes: 5 largest small bodies at once, or hundreds of ordinary
 /// reviews (a few KiB each).
 pub const SMALL_LANE: usize = 16 * 1024 * 1024;
 /// Budget of the large lane, bytes: one largest body (3 MiB, decoded) at a time.
@@ -76,15 +83,48 @@ impl BodyBudget {
     }
 }
 
+/// How many JSON values `body` holds, roughly (commas, colons and opening brackets outside
+/// strings, plus one): linear, allocation-free, to refuse a body before decoding it.
+pub fn json_values(body: &[u8]) -> usize {
+    let (mut count, mut in_string, mut escaped) = (1usize, false, false);
+    for &byte in body {
+        if in_string {
+            match byte {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match byte {
+            b'"' => in_string = true,
+            b',' | b'[' | b'{' => count += 1,
+            _ => {}
+        }
+    }
+    count
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
+    fn values_are_counted_outside_strings() {
+        assert_eq!(json_values(b"0"), 1);
+        assert_eq!(json_values(b"[0,0,0]"), 4);
+        assert_eq!(json_values(br#"{"a":"x,y[{","b":[1,2]}"#), 5);
+        assert_eq!(json_values(br#"["a\",b", 1]"#), 3);
+        let zeros = format!("[{}0]", "0,".repeat(200_000));
+        assert!(json_values(zeros.as_bytes()) > MAX_JSON_VALUES);
+    }
+
+    #[test]
     fn costs_by_lane() {
         assert_eq!(cost(Some(0)), (true, 1));
-        assert_eq!(cost(Some(4096)), (true, 24));
-        assert_eq!(cost(Some(SMALL_BODY)), (true, 1536));
+        assert_eq!(cost(Some(4096)), (true, 48));
+        assert_eq!(cost(Some(SMALL_BODY)), (true, 3072));
         let (small, units) = cost(Some(SMALL_BODY + 1));
         assert!(!small);
         assert_eq!(units as usize, (SMALL_BODY + 1) * DECODE_FACTOR / UNIT + 1);
@@ -102,7 +142,7 @@ mod tests {
             "the large lane is spent until the first is done"
         );
         let mut small = Vec::new();
-        for _ in 0..300 {
+        for _ in 0..150 {
             small.push(budget.reserve(Some(8 * 1024)).await.expect("small lane"));
         }
         drop(first);

@@ -22,7 +22,7 @@ use super::WebhookError;
 use super::admission::{
     Answer, BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit, check_template,
 };
-use super::budget::{BodyBudget, Reservation};
+use super::budget::{BodyBudget, MAX_JSON_VALUES, Reservation, json_values};
 use super::certs::Loaded;
 use super::dry_run::{Budgeted, DRY_RUNS_PER_MINUTE};
 use super::metrics::{Outcome, WebhookMetrics};
@@ -206,7 +206,8 @@ fn respond(answer: Answer) -> (Outcome, Response) {
 enum Refused {
     /// Not an admission review (400).
     Malformed(BadRequest),
-    /// The body is larger than [`MAX_BODY_BYTES`] (413).
+    /// The body is larger than [`MAX_BODY_BYTES`], or holds more than [`MAX_JSON_VALUES`]
+    /// values (413).
     TooLarge,
     /// The body did not arrive within [`BODY_READ_TIMEOUT`] (408).
     Slow,
@@ -267,6 +268,7 @@ async fn receive(
     let read = tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit));
     match read.await {
         Err(_) => Err(Refused::Slow),
+        Ok(Ok(bytes)) if json_values(&bytes) > MAX_JSON_VALUES => Err(Refused::TooLarge),
         Ok(Ok(bytes)) => Ok((bytes, reservation)),
         Ok(Err(e)) => Err(match std::error::Error::source(&e) {
             // axum reports the limit as a "length limit exceeded" source error.

@@ -298,6 +298,8 @@ impl Manager {
             namespace.into(),
             "--metrics-addr".into(),
             format!("127.0.0.1:{metrics}"),
+            // The cases read /metrics over plain HTTP (`metrics_text`).
+            "--metrics-secure=false".into(),
             "--health-addr".into(),
             format!("127.0.0.1:{health}"),
             "--log-format".into(),
