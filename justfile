@@ -14,7 +14,7 @@ default:
 tools:
     ./scripts/install-tools.sh
 
-# Build the binary (release).
+# Build both binaries (release): kronjob (the manager) and kubectl-kronjob (the plugin).
 build:
     cargo build --release
 
@@ -56,7 +56,7 @@ manifests:
 deny:
     ./scripts/deny.sh
 
-# Install `kronjob` and the kubectl plugin `kubectl-kronjob` into ~/.cargo/bin.
+# Install `kronjob` (the manager) and the kubectl plugin `kubectl-kronjob` into ~/.cargo/bin.
 install:
     cargo install --path . --locked
 

@@ -3,13 +3,13 @@
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use kronjob::schedule::{Schedule, SlotQuery, slots, time_zone};
 
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("timestamp")
-}
+#[path = "../tests/support/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
+use fixtures::t as ts;
 
 fn bench(c: &mut Criterion) {
     c.bench_function("parse */15 9-17 * * MON-FRI", |b| {

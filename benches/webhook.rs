@@ -10,6 +10,10 @@ use kronjob::webhook::{WebhookMetrics, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+#[path = "../tests/support/admission.rs"]
+#[allow(dead_code)]
+mod admission;
+
 fn review(schedule: &str) -> Vec<u8> {
     let object = json!({
         "apiVersion": "batch.kronjob.dev/v1",
@@ -24,18 +28,9 @@ fn review(schedule: &str) -> Vec<u8> {
             }}}}
         }
     });
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "b", "name": "bench", "namespace": "default", "operation": "CREATE",
-            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
-            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
-            "userInfo": {}, "object": object, "oldObject": Value::Null
-        }
-    })
-    .to_string()
-    .into_bytes()
+    admission::review("CREATE", object, Value::Null)
+        .to_string()
+        .into_bytes()
 }
 
 fn bench(c: &mut Criterion) {

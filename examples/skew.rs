@@ -694,7 +694,7 @@ async fn wait_ready(rx: &mut mpsc::UnboundedReceiver<WatchMsg>) -> Result<(), Be
 async fn watch_jobs(api: Api<Job>, names: HashSet<String>, tx: mpsc::UnboundedSender<WatchMsg>) {
     let config = watcher::Config::default().labels(LABEL_CRONJOB);
     let mut events = watcher(api, config)
-        .backoff(kronjob::controller::backoff::watch_backoff())
+        .backoff(kronjob::backoff::watch_backoff())
         .boxed();
     let mut first_seen: HashSet<String> = HashSet::new();
     let mut ready = false;
@@ -864,12 +864,15 @@ async fn main() -> std::process::ExitCode {
 }
 
 #[cfg(test)]
+#[path = "../tests/support/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
-    fn ts(s: &str) -> Timestamp {
-        s.parse().expect("test timestamp")
-    }
+    use super::fixtures::t as ts;
 
     fn obs(cronjob: &str, scheduled: &str, skew_ms: i64) -> Observation {
         let scheduled = ts(scheduled);
@@ -1118,7 +1121,7 @@ mod tests {
         }
         // The name fallback inverts the operator's naming.
         let slot = ts("2025-06-01T12:34:00Z");
-        let name = kronjob::schedule::job_name("bench-skew-0007", slot);
+        let name = kronjob::job::scheduled_name("bench-skew-0007", slot);
         assert_eq!(scheduled_time(&name, None), Some(slot));
     }
 

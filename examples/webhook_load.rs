@@ -35,6 +35,10 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+#[path = "../tests/support/admission.rs"]
+#[allow(dead_code)]
+mod admission;
+
 #[derive(Parser, Debug)]
 struct Cli {
     #[command(subcommand)]
@@ -151,7 +155,14 @@ async fn serve(addr: SocketAddr, dir: PathBuf) -> Result<(), Error> {
         webhook_dry_runs_per_minute: kronjob::webhook::dry_run::DRY_RUNS_PER_MINUTE,
         enable_http2: false,
     };
-    kronjob::webhook::serve(args, None, metrics, |_| {}, shutdown).await?;
+    kronjob::webhook::serve(
+        args,
+        kronjob::webhook::Env::local(),
+        metrics,
+        |_| {},
+        shutdown,
+    )
+    .await?;
     // The server-side view: time from request to answer inside the server, by bucket.
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry)?;
@@ -187,24 +198,10 @@ fn cronjob(name: &str, schedule: &str) -> Value {
 }
 
 fn review(i: u64, object: Value) -> Vec<u8> {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": format!("00000000-0000-4000-8000-{i:012}"),
-            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
-            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
-            "name": object["metadata"]["name"],
-            "namespace": "load",
-            "operation": "CREATE",
-            "userInfo": {"username": "load", "groups": ["system:authenticated"]},
-            "object": object,
-            "oldObject": null,
-            "dryRun": false
-        }
-    })
-    .to_string()
-    .into_bytes()
+    let mut review = admission::review("CREATE", object, Value::Null);
+    review["request"]["uid"] = json!(format!("00000000-0000-4000-8000-{i:012}"));
+    review["request"]["userInfo"] = json!({"username": "load", "groups": ["system:authenticated"]});
+    review.to_string().into_bytes()
 }
 
 /// The replayed mix: (path, body).

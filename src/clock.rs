@@ -1,5 +1,7 @@
-//! The one place the wall clock is read. Controllers get a [`Clock`] in their context and read
-//! it once per reconcile; tests pass a [`FixedClock`].
+//! The one place the wall clock is read.
+//!
+//! Controllers get a [`Clock`] in their context and read it once per reconcile; the webhook and
+//! the commands read the same; tests pass a [`FixedClock`].
 
 use std::fmt::Debug;
 use std::sync::Mutex;

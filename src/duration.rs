@@ -1,3 +1,5 @@
+//! Durations in command-line flags: whole seconds, or Go duration syntax.
+//!
 //! Durations in command-line flags (`--default-job-ttl`, `--shutdown-delay`, `bench
 //! --duration`): a bare whole number is seconds, anything else is Go duration syntax as in
 //! `@every` and kubectl (`90s`, `5m`, `1h30m`, `1.5h`, `500ms`). One parser for all of them.

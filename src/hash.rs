@@ -1,4 +1,6 @@
-//! The one stable hash of the project: FNV-1a, 64 bit. Fixed, documented and the same on every
+//! The one stable hash of the project: FNV-1a, 64 bit.
+//!
+//! Fixed, documented and the same on every
 //! machine, every run and every release, so what it picks (an `H` minute, the replica that
 //! schedules a CronJob) never moves by itself.
 

@@ -10,7 +10,8 @@
 //! - HTTP/1.1 only (ALPN offers `http/1.1`) unless [`Limits::http2`]: HTTP/2's rapid-reset
 //!   attack (CVE-2023-44487) cannot reach a server that does not speak it;
 //! - on shutdown, the listener closes and open connections finish their requests within the
-//!   drain time, then are dropped.
+//!   drain time, then are dropped; connections are tasks of the server's own, so they never
+//!   outlive it (a server task that is aborted takes its connections with it).
 //!
 //! Every connection is counted when it opens and when it closes, by why it closed.
 
@@ -31,6 +32,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
@@ -315,7 +317,10 @@ pub async fn serve(
     let builder = Arc::new(http_builder(&server.limits));
     let graceful = GracefulShutdown::new();
     let dropped = CancellationToken::new();
+    // The connections belong to the server: dropped with it, however it ends.
+    let mut connections = JoinSet::new();
     loop {
+        while connections.try_join_next().is_some() {}
         let slot = tokio::select! {
             slot = Arc::clone(&slots).acquire_owned() => slot,
             () = shutdown.cancelled() => break,
@@ -344,7 +349,7 @@ pub async fn serve(
             metrics: server.metrics.clone(),
             _slot: slot,
         };
-        tokio::spawn(connection.run(tcp));
+        connections.spawn(connection.run(tcp));
     }
     drop(listener);
     if tokio::time::timeout(server.drain, graceful.shutdown())

@@ -1,5 +1,5 @@
-//! The `kronjob` command: the manager and its tools.
+//! `kronjob`: what runs in the cluster, the manager (`kronjob run`) and `kronjob crd`.
 
 fn main() -> std::process::ExitCode {
-    kronjob::cli::main()
+    kronjob::manager::command::main()
 }

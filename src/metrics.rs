@@ -1,4 +1,6 @@
-//! The process's metrics registry and its Prometheus text encoding. Each subsystem registers its
+//! The process's metrics registry and its Prometheus text encoding.
+//!
+//! Each subsystem registers its
 //! own metrics (with the `kronjob_` prefix) into the one registry at start.
 
 use std::sync::Arc;

@@ -1,5 +1,7 @@
-//! Listening sockets, bound the same way for every server of the process (probes, metrics and
-//! the admission webhook), so a taken port fails the start with the address in the message.
+//! Listening sockets, bound the same way for every server of the process.
+//!
+//! The probes, the metrics and the admission webhook bind here, so a taken port fails the start
+//! with the address in the message.
 
 use std::net::SocketAddr;
 

@@ -1,5 +1,6 @@
-//! Logging: `tracing` with a human format on a terminal and JSON otherwise (or as asked);
-//! the level comes from `RUST_LOG` (default [`DEFAULT_FILTER`]).
+//! Logging: `tracing`, human text on a terminal and JSON otherwise.
+//!
+//! The format can be asked for; the level comes from `RUST_LOG` (default [`DEFAULT_FILTER`]).
 
 use std::collections::HashMap;
 use std::io::IsTerminal;

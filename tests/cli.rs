@@ -1,4 +1,5 @@
-//! The `kronjob` command as a user runs it.
+//! The two binaries as they are run: `kronjob` (in the cluster: `run`, `crd`) and the kubectl
+//! plugin `kubectl-kronjob` (a user's commands).
 
 use std::process::{Command, Output};
 
@@ -10,30 +11,90 @@ fn kronjob(args: &[&str]) -> Output {
         .expect("run kronjob")
 }
 
-#[test]
-fn version_and_help() {
-    let out = kronjob(&["--version"]);
-    assert!(out.status.success());
-    assert_eq!(
-        String::from_utf8_lossy(&out.stdout).trim(),
-        format!("kronjob {}", env!("CARGO_PKG_VERSION"))
-    );
-    let help = kronjob(&["--help"]);
+fn plugin(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_kubectl-kronjob"))
+        .args(args)
+        .env_remove("KUBECONFIG")
+        .output()
+        .expect("run kubectl-kronjob")
+}
+
+/// The subcommands `--help` lists (the words indented under `Commands:`).
+fn commands(help: &Output) -> Vec<String> {
     assert!(help.status.success());
     let text = String::from_utf8_lossy(&help.stdout);
-    for sub in [
-        "crd", "next", "run", "trigger", "list", "history", "suspend", "resume", "migrate",
+    text.lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next().map(str::to_string))
+        .collect()
+}
+
+#[test]
+fn each_binary_has_its_own_commands() {
+    assert_eq!(commands(&kronjob(&["--help"])), ["run", "crd", "help"]);
+    assert_eq!(
+        commands(&plugin(&["--help"])),
+        [
+            "list", "history", "next", "trigger", "suspend", "resume", "migrate", "help"
+        ],
+        "kubectl-kronjob --help lists no run"
+    );
+    for (out, name) in [
+        (kronjob(&["--version"]), "kronjob"),
+        (plugin(&["--version"]), "kubectl-kronjob"),
     ] {
-        assert!(text.contains(sub), "--help lists {sub}: {text}");
+        assert!(out.status.success());
+        assert_eq!(
+            String::from_utf8_lossy(&out.stdout).trim(),
+            format!("{name} {}", env!("CARGO_PKG_VERSION"))
+        );
     }
+    for user_command in ["list", "next", "migrate"] {
+        let out = kronjob(&[user_command]);
+        assert_eq!(out.status.code(), Some(2), "kronjob {user_command}");
+    }
+    for manager_command in ["run", "crd"] {
+        let out = plugin(&[manager_command]);
+        assert_eq!(
+            out.status.code(),
+            Some(2),
+            "kubectl-kronjob {manager_command}"
+        );
+    }
+}
+
+/// Whether the file at `path` holds `text` (a message only one side's code writes).
+fn holds(path: &str, text: &str) -> bool {
+    let bytes = std::fs::read(path).expect("binary");
+    memchr::memmem::find(&bytes, text.as_bytes()).is_some()
+}
+
+/// Each binary is linked from what its entry point reaches: the plugin carries none of the
+/// manager's code (its messages are absent), the manager none of the plugin's commands.
+#[test]
+fn the_plugin_holds_no_manager_and_the_manager_no_plugin() {
+    let (manager, plugin) = (
+        env!("CARGO_BIN_EXE_kronjob"),
+        env!("CARGO_BIN_EXE_kubectl-kronjob"),
+    );
+    for text in [
+        "critical task failed: stopping",
+        "CronJob controller started",
+        "webhook serving",
+    ] {
+        assert!(holds(manager, text), "kronjob writes {text:?}");
+        assert!(!holds(plugin, text), "kubectl-kronjob holds {text:?}");
+    }
+    let plugin_only = "No runs of cronjob.batch.kronjob.dev/";
+    assert!(holds(plugin, plugin_only));
+    assert!(!holds(manager, plugin_only));
 }
 
 #[test]
 fn the_plugin_binary_calls_itself_kubectl_kronjob() {
-    let out = Command::new(env!("CARGO_BIN_EXE_kubectl-kronjob"))
-        .args(["list", "--help"])
-        .output()
-        .expect("run kubectl-kronjob");
+    let out = plugin(&["list", "--help"]);
     assert!(out.status.success());
     let help = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -61,6 +122,16 @@ fn bad_flags_exit_2_with_a_message() {
         &["crd", "--bogus"][..],
         &["run", "--metrics-addr", "not-an-address"][..],
         &["run", "--ttl-jobs", "sometimes"][..],
+    ] {
+        let out = kronjob(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}");
+        assert!(
+            !String::from_utf8_lossy(&out.stderr).trim().is_empty(),
+            "{args:?} explains itself"
+        );
+    }
+    for args in [
+        &["--bogus"][..],
         &["next"][..],
         &["next", "cj", "--schedule", "@daily"][..],
         &["list", "-o", "table"][..],
@@ -70,7 +141,7 @@ fn bad_flags_exit_2_with_a_message() {
         &["migrate"][..],
         &["migrate", "cj", "--all"][..],
     ] {
-        let out = kronjob(args);
+        let out = plugin(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
         assert!(
             !String::from_utf8_lossy(&out.stderr).trim().is_empty(),

@@ -1,5 +1,5 @@
-//! `kronjob migrate` against the scripted API: the exact requests, in order, of a dry run, a
-//! migration, a migration that fails in the middle and the run that finishes it, `--all`
+//! `kubectl kronjob migrate` against the scripted API: the exact requests, in order, of a dry
+//! run, a migration, a migration that fails in the middle and the run that finishes it, `--all`
 //! with one CronJob refused, and `--revert`.
 
 #[path = "support/mod.rs"]

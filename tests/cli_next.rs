@@ -1,5 +1,5 @@
-//! `kronjob next --schedule EXPR` (the times of a bare expression; `next NAME` reads a CronJob
-//! from the cluster and is tested in cli_plugin.rs).
+//! `kubectl kronjob next --schedule EXPR` (the times of a bare expression; `next NAME` reads a
+//! CronJob from the cluster and is tested in cli_plugin.rs).
 
 use clap::Parser;
 use jiff::Timestamp;
@@ -11,7 +11,7 @@ struct Cli {
     next: NextArgs,
 }
 
-/// `argv[0]` is the schedule, as `kronjob next --schedule EXPR ...`.
+/// `argv[0]` is the schedule, as `kubectl kronjob next --schedule EXPR ...`.
 fn args(argv: &[&str]) -> NextArgs {
     let mut full = vec!["next", "--schedule"];
     full.extend_from_slice(argv);

@@ -341,6 +341,35 @@ Europe/Berlin               UTC
 }
 
 #[tokio::test]
+async fn next_from_before_the_cronjob_existed_or_last_ran_shows_its_schedule_then() {
+    let argv = [
+        "cj",
+        "-n",
+        "ns",
+        "--count",
+        "2",
+        "--from",
+        "2024-03-30T12:00:00Z",
+    ];
+    let created = cronjob("30 2 * * *")
+        .zone("Europe/Berlin")
+        .created_at("2026-11-25T14:00:00Z");
+    let ran = created.clone().last_scheduled("2026-11-26T01:30:00Z");
+    for cj in [created, ran] {
+        let (result, printed) = run_next(&argv, cj).await;
+        result.expect("next");
+        assert_eq!(
+            printed.out,
+            "\
+Europe/Berlin               UTC
+2024-03-31T03:00:00+02:00   2024-03-31T01:00:00Z
+2024-04-01T02:30:00+02:00   2024-04-01T00:30:00Z
+"
+        );
+    }
+}
+
+#[tokio::test]
 async fn next_of_a_cronjob_hashes_h_with_its_namespace_and_name() {
     let (result, printed) =
         run_next(&["cj", "-n", "ns", "--count", "1"], cronjob("H H * * *")).await;

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use kronjob::manager::client::{MAX_RETRIES, with_retries};
+use kronjob::client::{MAX_RETRIES, with_retries};
 use kronjob_apisim::{ApiSim, CostModel, Fault};
 use kube::Api;
 use kube::api::ListParams;

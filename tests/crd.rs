@@ -438,7 +438,8 @@ fn valid_cronjob() -> Value {
     })
 }
 
-/// (location, CEL rule) of every failing CEL rule, according to kube-cel on the generated CRD.
+/// (reported field, CEL rule) of every failing CEL rule, according to kube-cel on the generated
+/// CRD.
 fn cel_failures(schema: &Value, object: &Value) -> BTreeSet<(String, String)> {
     match kube::core::cel::Validator::new().validate(schema, object, None) {
         Ok(()) => BTreeSet::new(),
@@ -450,7 +451,8 @@ fn cel_failures(schema: &Value, object: &Value) -> BTreeSet<(String, String)> {
     }
 }
 
-/// The same, according to the Rust predicates of the rule table.
+/// The same, according to the Rust predicates of the rule table: the field is the one the
+/// webhook reports, which the CRD's `fieldPath` makes the API server report too.
 fn rust_failures(object: &Value) -> BTreeSet<(String, String)> {
     rules()
         .iter()
@@ -463,7 +465,7 @@ fn rust_failures(object: &Value) -> BTreeSet<(String, String)> {
             } else {
                 lookup(object, rule.at)
             }?;
-            (!rule.holds(at)).then(|| (rule.at.join("."), cel.to_string()))
+            (!rule.holds(at)).then(|| (rule.path(), cel.to_string()))
         })
         .collect()
 }

@@ -16,9 +16,9 @@ use std::time::Duration;
 
 use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
-use kronjob::controller::Stopped;
 use kronjob::manager::Health;
 use kronjob::manager::lease::{LeaseConfig, lead};
+use kronjob::task::TaskError;
 use kronjob_apisim::{ApiSim, CostModel};
 use kube::Api;
 use support::fixtures::t;
@@ -46,7 +46,7 @@ fn default_config(identity: &str) -> LeaseConfig {
 
 /// One replica: its election task, its shutdown token, and when it started leading.
 struct Replica {
-    task: JoinHandle<Result<(), Stopped>>,
+    task: JoinHandle<Result<(), TaskError>>,
     shutdown: CancellationToken,
     leading_since: watch::Receiver<Option<Instant>>,
 }

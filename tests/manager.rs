@@ -3,53 +3,14 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use http_body_util::{BodyExt, Empty};
-use hyper::body::Bytes;
-use hyper_util::rt::TokioIo;
 use tokio_util::sync::CancellationToken;
-
-async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
-    let stream = tokio::net::TcpStream::connect(addr).await.expect("connect");
-    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(stream))
-        .await
-        .expect("handshake");
-    tokio::spawn(conn);
-    let request = hyper::Request::get(path)
-        .header("host", "localhost")
-        .body(Empty::<Bytes>::new())
-        .expect("request");
-    let response = sender.send_request(request).await.expect("response");
-    let status = response.status().as_u16();
-    let content_type = response
-        .headers()
-        .get("content-type")
-        .and_then(|v| v.to_str().ok())
-        .unwrap_or_default()
-        .to_string();
-    let body = response
-        .into_body()
-        .collect()
-        .await
-        .expect("body")
-        .to_bytes();
-    (
-        status,
-        content_type,
-        String::from_utf8_lossy(&body).into_owned(),
-    )
-}
 
 #[path = "support/mod.rs"]
 mod support;
 #[path = "tls_support/mod.rs"]
 mod tls_support;
 
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use support::http::{free_port, get};
 
 #[derive(clap::Parser, Debug)]
 struct RunOnly {
@@ -107,24 +68,13 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
     assert_eq!(get(health_addr, "/readyz").await.0, 503);
 
     let client = tls_support::Client::new(&pki.ca_pem);
-    let review = serde_json::json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
-            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
-            "operation": "CREATE",
-            "name": "c", "namespace": "default",
-            "userInfo": {"username": "test"},
-            "object": {
-                "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
-                "metadata": {"name": "c", "namespace": "default"},
-                "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
-                    "containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"}}}}}
-            }
-        }
+    let object = serde_json::json!({
+        "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+        "metadata": {"name": "c", "namespace": "default"},
+        "spec": {"schedule": "61 * * * *", "jobTemplate": {"spec": {"template": {"spec": {
+            "containers": [{"name": "c", "image": "busybox"}], "restartPolicy": "Never"}}}}}
     });
+    let review = support::admission::review("CREATE", object, serde_json::Value::Null);
     let (status, body) = client
         .post(
             webhook_addr,
@@ -429,4 +379,135 @@ fn sharding_and_leader_election_exclude_each_other() {
     assert_eq!(config.group, "team-a-kronjob");
     assert_eq!(config.duration, Duration::from_secs(15));
     assert!(args.lease().is_none());
+}
+
+/// Every task a manager runs, by name: the manager's servers and webhook, the controllers
+/// (and inside them, per leadership term, each controller with its workers and the watch that
+/// marks the caches synced), and with `--sharding` the shard membership.
+const TASKS: [&str; 11] = [
+    "CronJob controller",
+    "TTL controller",
+    "cache sync",
+    "certificate refresher",
+    "controllers",
+    "health server",
+    "metrics server",
+    "outbox",
+    "status writer",
+    "webhook",
+    "webhook server",
+];
+
+/// A whole manager on `sim`, webhook served with certificates from `cert_dir`, its tasks
+/// listed in `tasks`; ready (webhook serving, every cache listed) when this returns.
+async fn ready_manager(
+    sim: &kronjob_apisim::ApiSim,
+    cert_dir: &std::path::Path,
+    extra: &[&str],
+    tasks: &kronjob::task::Tasks,
+) -> (
+    SocketAddr,
+    tokio::task::JoinHandle<Result<(), kronjob::manager::ManagerError>>,
+) {
+    use clap::Parser;
+    let health_port = free_port();
+    let mut flags = vec![
+        "run".to_string(),
+        format!("--health-addr=127.0.0.1:{health_port}"),
+        "--metrics-addr=127.0.0.1:0".to_string(),
+        "--webhook-addr=127.0.0.1:0".to_string(),
+        format!("--webhook-cert-dir={}", cert_dir.display()),
+        "--shutdown-delay=1s".to_string(),
+    ];
+    flags.extend(extra.iter().map(|f| f.to_string()));
+    let args = RunOnly::try_parse_from(flags).expect("flags parse").args;
+    let manager = tokio::spawn(kronjob::manager::run_listed(
+        args,
+        sim.client(),
+        CancellationToken::new(),
+        tasks.clone(),
+    ));
+    let health = SocketAddr::from(([127, 0, 0, 1], health_port));
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        if tokio::net::TcpStream::connect(health).await.is_ok()
+            && get(health, "/readyz").await.0 == 200
+        {
+            return (health, manager);
+        }
+        assert!(tokio::time::Instant::now() < deadline, "manager ready");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Ending any one task of a whole manager from outside (as a crash would) turns `/healthz` red
+/// with the task's name (for the health server itself: its listener closes), and the manager
+/// stops with an error naming the task, whichever task it is.
+#[tokio::test]
+async fn ending_any_task_turns_healthz_red_and_stops_the_manager_naming_it() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pki = tls_support::Pki::new();
+    let dir = tls_support::temp_dir("supervised");
+    pki.write_leaf(&dir, "localhost");
+    let sharding = [
+        "--sharding",
+        "--pod-name=kronjob-a",
+        "--leader-election-namespace=kronjob-system",
+    ];
+    let mut runs: Vec<(&str, &[&str])> = TASKS.iter().map(|t| (*t, &[][..])).collect();
+    runs.push(("shard membership", &sharding[..]));
+    for (task, extra) in runs {
+        let sim = kronjob_apisim::ApiSim::new(kronjob_apisim::CostModel::free());
+        sim.insert(support::sim::cronjob_json(
+            "ns",
+            "cj",
+            "0 0 1 1 *",
+            "2024-01-01T09:00:00Z",
+            None,
+        ));
+        let tasks = kronjob::task::Tasks::default();
+        let (health, manager) = ready_manager(&sim, &dir, extra, &tasks).await;
+        let mut want: Vec<&str> = TASKS.to_vec();
+        if !extra.is_empty() {
+            want.push("shard membership");
+        }
+        want.sort();
+        assert_eq!(tasks.names(), want, "the tasks of a running manager");
+
+        assert!(tasks.abort(task), "{task} runs");
+        if task == "health server" {
+            let deadline = tokio::time::Instant::now() + Duration::from_secs(5);
+            while tokio::net::TcpStream::connect(health).await.is_ok() {
+                assert!(
+                    tokio::time::Instant::now() < deadline,
+                    "health listener closes"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        } else {
+            // Red at once, and for the whole --shutdown-delay the servers stay up.
+            let deadline = tokio::time::Instant::now() + Duration::from_millis(900);
+            let (status, body) = loop {
+                let (status, _, body) = get(health, "/healthz").await;
+                if status != 200 || tokio::time::Instant::now() >= deadline {
+                    break (status, body);
+                }
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            };
+            assert_eq!(status, 503, "/healthz after the {task} ended: {body}");
+            assert!(body.contains(&format!("the {task} was aborted")), "{body}");
+        }
+        let result = tokio::time::timeout(Duration::from_secs(20), manager)
+            .await
+            .unwrap_or_else(|_| panic!("the manager stops after the {task} ended"))
+            .expect("join");
+        let error = result.expect_err("a manager missing a task is a failed manager");
+        let chain = kronjob::telemetry::error_chain(&error);
+        assert!(
+            chain.contains(&format!("the {task} was aborted")),
+            "{chain}"
+        );
+        assert!(tasks.names().is_empty(), "{task}: left {:?}", tasks.names());
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }

@@ -1,12 +1,12 @@
 //! next_after: calendars, time zones and DST; time zone loading; job names and annotations.
 
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use kronjob::schedule::{Schedule, ZoneError, job_name, scheduled_at, time_zone};
+use kronjob::schedule::{Schedule, ZoneError, scheduled_at, time_zone};
 
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("test timestamp")
-}
+#[path = "support/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
+use fixtures::t as ts;
 
 fn tz(name: &str) -> TimeZone {
     time_zone(Some(name)).unwrap_or_else(|e| panic!("{name}: {e}"))
@@ -711,20 +711,6 @@ fn time_zone_loading() {
     ] {
         assert!(time_zone(Some(ok)).is_ok(), "{ok}");
     }
-}
-
-#[test]
-fn job_names_use_unix_minutes() {
-    // 2016-05-19T10:00:00Z = 1463652000 s = 24394200 min (upstream's test fixture time).
-    assert_eq!(
-        job_name("mycronjob", ts("2016-05-19T10:00:00Z")),
-        "mycronjob-24394200"
-    );
-    assert_eq!(
-        job_name("mycronjob", ts("2016-05-19T10:00:59Z")),
-        "mycronjob-24394200"
-    );
-    assert_eq!(job_name("a", ts("1970-01-01T00:01:00Z")), "a-1");
 }
 
 #[test]

@@ -4,9 +4,10 @@ use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use kronjob::schedule::{Field, ParseError, Schedule};
 
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("test timestamp")
-}
+#[path = "support/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
+use fixtures::t as ts;
 
 /// The first `n` slots after `from`, in UTC, as RFC 3339 strings.
 fn next_n(expr: &str, from: &str, n: usize) -> Vec<String> {

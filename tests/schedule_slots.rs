@@ -5,9 +5,10 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use kronjob::schedule::{Schedule, SlotError, SlotQuery, Slots, slots, time_zone};
 
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("test timestamp")
-}
+#[path = "support/fixtures.rs"]
+#[allow(dead_code)]
+mod fixtures;
+use fixtures::t as ts;
 
 const TOP: &str = "2016-05-19T10:00:00Z";
 

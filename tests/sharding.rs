@@ -22,8 +22,9 @@ use k8s_openapi::api::coordination::v1::Lease;
 use kronjob::clock::Clock;
 use kronjob::controller::cronjob::{self, ReconcilerArgs, ReconcilerMetrics};
 use kronjob::controller::shard::{self as assignment, Assignment, ShardMetrics, ShardView};
-use kronjob::controller::{Scope, Shared, Stopped};
+use kronjob::controller::{Scope, Shared};
 use kronjob::manager::shard::{ShardConfig, membership};
+use kronjob::task::TaskError;
 use kronjob_apisim::{ApiSim, CostModel, Resource};
 use kube::Api;
 use support::fixtures::t;
@@ -41,7 +42,7 @@ struct Replica {
     name: String,
     stop: CancellationToken,
     released: CancellationToken,
-    controller: JoinHandle<Result<(), Stopped>>,
+    controller: JoinHandle<Result<(), TaskError>>,
     membership: JoinHandle<()>,
     metrics: ShardMetrics,
 }
@@ -71,6 +72,7 @@ fn replica(sim: &ApiSim, clock: Arc<TokioClock>, name: &str) -> Replica {
         instance: Some(name.into()),
         gate: Default::default(),
         shard: ShardView::sharded(assignment, metrics.clone()),
+        tasks: Default::default(),
     };
     let args = ReconcilerArgs {
         concurrency: 16,

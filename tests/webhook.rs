@@ -2,6 +2,8 @@
 //! defaulting, every validation rule, create versus update, dry run, deletes and other kinds,
 //! bad input, panics, metrics, certificate reload and graceful shutdown.
 
+#[path = "support/admission.rs"]
+mod admission;
 mod tls_support;
 
 use std::time::Duration;
@@ -15,6 +17,8 @@ use kronjob::webhook::{WebhookMetrics, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
+use admission::{REVIEW_UID as UID, envelope, review};
+
 fn cronjob(name: &str) -> Value {
     json!({
         "apiVersion": "batch.kronjob.dev/v1",
@@ -27,30 +31,6 @@ fn cronjob(name: &str) -> Value {
                 "restartPolicy": "OnFailure",
                 "containers": [{"name": "hello", "image": "busybox:1.36", "command": ["date"]}]
             }}}}
-        }
-    })
-}
-
-const UID: &str = "705ab4f5-6393-11e8-b7cc-42010a800002";
-
-fn review(operation: &str, object: Value, old: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": UID,
-            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
-            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
-            "requestKind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
-            "requestResource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
-            "name": object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default(),
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {"username": "kubernetes-admin", "groups": ["system:masters", "system:authenticated"]},
-            "object": object,
-            "oldObject": old,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
         }
     })
 }
@@ -499,6 +479,20 @@ async fn delete_and_other_kinds_are_allowed_untouched() {
     assert_eq!(admit(&app, VALIDATE_PATH, &status).await["allowed"], true);
 }
 
+/// `review` with `key` set to `value`, as bytes.
+fn with(mut review: Value, key: &str, value: Value) -> Vec<u8> {
+    review[key] = value;
+    review.to_string().into_bytes()
+}
+
+/// `review` without `key`, as bytes.
+fn without(mut review: Value, key: &str) -> Vec<u8> {
+    if let Some(fields) = review.as_object_mut() {
+        fields.remove(key);
+    }
+    review.to_string().into_bytes()
+}
+
 #[tokio::test]
 async fn garbage_is_a_bad_request() {
     let app = app();
@@ -507,12 +501,40 @@ async fn garbage_is_a_bad_request() {
         ("empty", Vec::new(), "not JSON"),
         ("binary", vec![0xff, 0x00, 0x9c], "not JSON"),
         ("array", b"[1,2]".to_vec(), "AdmissionReview"),
-        ("wrong kind", json!({"apiVersion": "admission.k8s.io/v1", "kind": "Pod"}).to_string().into_bytes(), "AdmissionReview"),
-        ("v1beta1", json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": {}}).to_string().into_bytes(), "AdmissionReview"),
-        ("no request", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).to_string().into_bytes(), "no request"),
-        ("null request", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": null}).to_string().into_bytes(), "no request"),
-        ("request not an object", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": "hi"}).to_string().into_bytes(), "malformed"),
-        ("request missing fields", json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u"}}).to_string().into_bytes(), "malformed"),
+        (
+            "wrong kind",
+            with(envelope(json!({})), "kind", json!("Pod")),
+            "AdmissionReview",
+        ),
+        (
+            "v1beta1",
+            with(
+                envelope(json!({})),
+                "apiVersion",
+                json!("admission.k8s.io/v1beta1"),
+            ),
+            "AdmissionReview",
+        ),
+        (
+            "no request",
+            without(envelope(Value::Null), "request"),
+            "no request",
+        ),
+        (
+            "null request",
+            envelope(Value::Null).to_string().into_bytes(),
+            "no request",
+        ),
+        (
+            "request not an object",
+            envelope(json!("hi")).to_string().into_bytes(),
+            "malformed",
+        ),
+        (
+            "request missing fields",
+            envelope(json!({"uid": "u"})).to_string().into_bytes(),
+            "malformed",
+        ),
     ];
     for path in [MUTATE_PATH, VALIDATE_PATH] {
         for (case, body, reason) in &cases {

@@ -11,8 +11,11 @@ use http_body_util::BodyExt;
 use kronjob::webhook::admission::{MUTATE_PATH, VALIDATE_PATH};
 use kronjob::webhook::{WebhookMetrics, router};
 use proptest::prelude::*;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tower::ServiceExt;
+
+#[path = "support/admission.rs"]
+mod admission;
 
 static RUNTIME: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
     tokio::runtime::Builder::new_current_thread()
@@ -97,24 +100,6 @@ fn arb_json() -> impl Strategy<Value = Value> {
     })
 }
 
-fn review_with(object: Value, old: Value, operation: &str) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "u-1",
-            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
-            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
-            "name": "x",
-            "namespace": "default",
-            "operation": operation,
-            "userInfo": {},
-            "object": object,
-            "oldObject": old,
-        }
-    })
-}
-
 proptest! {
     #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
 
@@ -145,13 +130,13 @@ proptest! {
         if let Some(map) = object.as_object_mut() {
             map.insert("spec".into(), spec);
         }
-        let review = review_with(object, old, if update { "UPDATE" } else { "CREATE" });
+        let review = admission::review(if update { "UPDATE" } else { "CREATE" }, object, old);
         for path in [MUTATE_PATH, VALIDATE_PATH] {
             let (status, answer) = post(path, review.to_string().into_bytes());
             prop_assert_eq!(status, StatusCode::OK);
             check_well_formed(status, &answer)?;
             let answer: Value = serde_json::from_slice(&answer).expect("checked");
-            prop_assert_eq!(&answer["response"]["uid"], "u-1");
+            prop_assert_eq!(&answer["response"]["uid"], admission::REVIEW_UID);
         }
     }
 }

@@ -14,7 +14,7 @@ use kube::CustomResourceExt;
 use serde_json::{Map, Value, json};
 
 use super::CronJob;
-use super::rules::{Check, Rule, rules};
+use super::rules::{Check, ErrorKind, Rule, rules};
 
 /// File name of the generated CRD under `crd/`.
 pub const CRD_FILE: &str = "cronjobs.batch.kronjob.dev.yaml";
@@ -68,6 +68,7 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
         }
     }
     forbid_ephemeral_containers(&mut schema)?;
+    declare_metadata_name(&mut schema)?;
     for rule in rules() {
         attach(&mut schema, rule)?;
     }
@@ -154,6 +155,22 @@ fn forbid_ephemeral_containers(schema: &mut Value) -> Result<(), CrdError> {
     Ok(())
 }
 
+/// `metadata.name` declared as a string at the root: the name-length rule sits at the root
+/// (CEL cannot sit inside `metadata`) and reports on `.metadata.name`, which the API server
+/// accepts only for a field the schema declares. `name` and `generateName` are the only
+/// `metadata` fields a CRD schema may declare.
+fn declare_metadata_name(schema: &mut Value) -> Result<(), CrdError> {
+    let properties = schema
+        .get_mut("properties")
+        .and_then(Value::as_object_mut)
+        .ok_or(CrdError::MissingSchema)?;
+    properties.insert(
+        "metadata".into(),
+        json!({"type": "object", "properties": {"name": {"type": "string"}}}),
+    );
+    Ok(())
+}
+
 /// The schema node at a path of property names (`[]` is the root); arrays are entered through
 /// their `items`.
 pub fn schema_node<'a>(schema: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
@@ -192,21 +209,88 @@ fn attach(schema: &mut Value, rule: &Rule) -> Result<(), CrdError> {
             node.insert("maxLength".into(), json!(max));
         }
         Check::Cel { rule: cel, .. } => {
-            let message = if rule.field.is_empty() {
-                rule.message.to_string()
-            } else {
-                format!("{}: {}", rule.field.join("."), rule.message)
-            };
             let list = node
                 .entry("x-kubernetes-validations")
                 .or_insert_with(|| Value::Array(Vec::new()));
             if let Value::Array(list) = list {
-                let mut entry = Map::new();
-                entry.insert("rule".into(), json!(cel));
-                entry.insert("message".into(), json!(message));
-                list.push(Value::Object(entry));
+                list.push(Value::Object(cel_entry(cel, rule)));
             }
         }
     }
     Ok(())
+}
+
+/// The `x-kubernetes-validations` entry of a CEL rule. The API server reports a failure on the
+/// rule's field (`fieldPath`, relative to where the rule sits) with the rule's kind
+/// (`reason`; `Invalid` is the API server's default), so that the schema's message reads like
+/// the webhook's: `spec.jobTemplate.spec.template.spec.restartPolicy: Required value: ...`.
+pub fn cel_entry(cel: &str, rule: &Rule) -> Map<String, Value> {
+    let mut entry = Map::new();
+    entry.insert("rule".into(), json!(cel));
+    entry.insert("message".into(), json!(rule.message));
+    if !rule.field.is_empty() {
+        entry.insert(
+            "fieldPath".into(),
+            json!(format!(".{}", rule.field.join("."))),
+        );
+    }
+    if rule.kind == ErrorKind::Required {
+        entry.insert("reason".into(), json!("FieldValueRequired"));
+    }
+    entry
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rule_at(path: &str) -> &'static Rule {
+        rules()
+            .iter()
+            .find(|r| r.path() == path && matches!(r.check, Check::Cel { .. }))
+            .unwrap_or_else(|| panic!("a CEL rule on {path}"))
+    }
+
+    fn entry(path: &str) -> Value {
+        let rule = rule_at(path);
+        let Check::Cel { rule: cel, .. } = rule.check else {
+            unreachable!("rule_at finds CEL rules only")
+        };
+        Value::Object(cel_entry(cel, rule))
+    }
+
+    #[test]
+    fn cel_entries_report_on_the_rules_field_with_its_kind() {
+        let restart = entry("spec.jobTemplate.spec.template.spec.restartPolicy");
+        assert_eq!(restart["fieldPath"], ".restartPolicy");
+        assert_eq!(restart["reason"], "FieldValueRequired");
+        assert_eq!(restart["message"], "valid values: \"OnFailure\", \"Never\"");
+        let name = entry("metadata.name");
+        assert_eq!(name["fieldPath"], ".metadata.name");
+        assert_eq!(name["message"], "must be no more than 52 characters");
+        assert!(
+            name.get("reason").is_none(),
+            "Invalid is the default: {name}"
+        );
+        let selector = entry("spec.jobTemplate.spec.selector");
+        assert!(selector.get("fieldPath").is_none(), "{selector}");
+        assert!(selector.get("reason").is_none(), "{selector}");
+    }
+
+    #[test]
+    fn every_field_path_is_declared_in_the_schema() {
+        let crd = crd().expect("CRD");
+        let schema = serde_json::to_value(&crd.spec.versions[0].schema).expect("JSON");
+        let mut root = schema["openAPIV3Schema"].clone();
+        for rule in rules() {
+            if let Check::Cel { .. } = rule.check {
+                let path: Vec<&str> = rule.at.iter().chain(rule.field).copied().collect();
+                assert!(
+                    schema_node(&mut root, &path).is_some(),
+                    "{} is not in the schema",
+                    rule.path()
+                );
+            }
+        }
+    }
 }

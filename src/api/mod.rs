@@ -1,4 +1,6 @@
-//! The `CronJob` API: types, defaults and validation rules. Pure: nothing here talks to the API.
+//! The `CronJob` API: its types, defaults and validation rules, and the CRD made from them.
+//!
+//! Pure: nothing here talks to the API server.
 
 pub mod crdgen;
 pub mod defaults;

@@ -52,9 +52,8 @@ pub enum ErrorKind {
 pub struct Rule {
     /// Schema location as property names from the object root; `[]` is the root itself.
     pub at: &'static [&'static str],
-    /// The field the webhook reports the error on, relative to `at` (empty for `at` itself).
-    /// The CRD's CEL rule reports on `at` (it names the field in its message), because
-    /// `fieldPath` is not understood by every supported API server version.
+    /// The field the error is reported on, relative to `at` (empty for `at` itself): by the
+    /// webhook, and by the API server through the CEL rule's `fieldPath` (Kubernetes 1.28+).
     pub field: &'static [&'static str],
     /// The check.
     pub check: Check,

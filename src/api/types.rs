@@ -12,18 +12,22 @@ use serde::{Deserialize, Serialize};
 pub const GROUP: &str = "batch.kronjob.dev";
 /// The served and stored version.
 pub const VERSION: &str = "v1";
+/// Name of the `CronJob` CRD.
+pub const CRD_NAME: &str = "cronjobs.batch.kronjob.dev";
 /// Label set on every Job created for a CronJob; its value is the CronJob's name.
 pub const LABEL_CRONJOB: &str = "batch.kronjob.dev/cronjob";
 /// Annotation holding the scheduled time of a Job (RFC 3339 in the CronJob's time zone).
 pub const ANNOTATION_SCHEDULED_AT: &str = "batch.kronjob.dev/scheduled-at";
-/// Annotation marking a Job created by `kronjob trigger` (value `manual`).
+/// Annotation marking a Job created by `kubectl kronjob trigger` (value `manual`).
 pub const ANNOTATION_INSTANTIATE: &str = "batch.kronjob.dev/instantiate";
-/// Annotation on a CronJob asking for a manual run (`kronjob trigger`); its value is the time of
-/// the request (RFC 3339), from which the Job's name derives. The controller removes it once the
-/// Job exists.
+/// Annotation on a CronJob asking for a manual run (`kubectl kronjob trigger`); its value is
+/// the time of the request (RFC 3339), from which the Job's name derives. The controller removes
+/// it once the Job exists.
 pub const ANNOTATION_TRIGGER: &str = "batch.kronjob.dev/trigger";
 /// Annotation on a Pod asking for deletion that many seconds after it finishes.
 pub const ANNOTATION_POD_TTL: &str = "batch.kronjob.dev/ttl-seconds-after-finished";
+/// The annotation `kubectl apply` leaves on objects: large, and never read by kronjob.
+pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
 /// Default of `spec.successfulJobsHistoryLimit`.
 pub const DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT: i32 = 3;

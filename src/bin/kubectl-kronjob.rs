@@ -1,5 +1,5 @@
-//! `kubectl-kronjob`: the same commands as `kronjob`, named so kubectl finds it as a plugin
-//! (`kubectl kronjob list`, `kubectl kronjob migrate NAME`); help and usage say `kubectl kronjob`.
+//! `kubectl-kronjob`: the kubectl plugin (`kubectl kronjob list`, `kubectl kronjob migrate
+//! NAME`), the commands a user runs against the cluster, without the manager.
 
 fn main() -> std::process::ExitCode {
     kronjob::cli::main()

@@ -13,8 +13,8 @@ use kube::{Api, Client};
 use super::CliError;
 use super::kube::KubeArgs;
 use super::table::{self, DataFormat, NONE, Table};
-use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB};
-use crate::controller::jobs::{Outcome, controller_uid, finish};
+use crate::api::{CronJob, LABEL_CRONJOB};
+use crate::job::{Outcome, Ran, controlled_by, finish, ran_for};
 
 /// Flags of `history`.
 #[derive(clap::Args, Debug)]
@@ -55,7 +55,7 @@ pub async fn run(
         .items;
     let mut jobs: Vec<Job> = listed
         .into_iter()
-        .filter(|job| controller_uid(job) == Some(uid.as_str()))
+        .filter(|job| controlled_by(job, &uid))
         .collect();
     newest_first(&mut jobs);
     if let Some(format) = args.output {
@@ -128,13 +128,10 @@ fn row(job: &Job, now: Timestamp) -> Vec<String> {
 
 /// The scheduled time a Job was created for, `manual` for a manual run.
 fn scheduled(job: &Job) -> String {
-    let annotations = job.metadata.annotations.as_ref();
-    if let Some(at) = annotations.and_then(|a| a.get(ANNOTATION_SCHEDULED_AT)) {
-        return at.clone();
-    }
-    match annotations.and_then(|a| a.get(ANNOTATION_INSTANTIATE)) {
-        Some(value) if value == "manual" => "manual".into(),
-        _ => NONE.into(),
+    match ran_for(job) {
+        Ran::Scheduled(at) => at.into(),
+        Ran::Manual => "manual".into(),
+        Ran::Unknown => NONE.into(),
     }
 }
 

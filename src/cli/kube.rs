@@ -8,7 +8,7 @@ use kube::{Api, Client, Resource};
 use serde::de::DeserializeOwned;
 
 use super::CliError;
-use crate::manager::client::{ClientOptions, client_with};
+use crate::client::{ClientOptions, client_with};
 
 /// kubectl's connection flags.
 #[derive(clap::Args, Debug, Clone, Default)]
@@ -96,7 +96,7 @@ impl Scope {
 pub fn api_message(error: &kube::Error) -> String {
     match error {
         kube::Error::Api(status) if !status.message.is_empty() => status.message.clone(),
-        other => super::message(other),
+        other => crate::command::message(other),
     }
 }
 
@@ -111,7 +111,7 @@ pub fn listing_error(error: kube::Error) -> CliError {
     if is_not_found(&error) {
         CliError::Failed(format!(
             "the CronJob CRD ({}) is not installed in this cluster: kubectl apply -f crd/",
-            crate::manager::CRD_NAME
+            crate::api::CRD_NAME
         ))
     } else {
         CliError::Api(error)

@@ -18,7 +18,7 @@ use super::kube::{KubeArgs, Scope};
 use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB};
-use crate::controller::jobs::{Outcome, controller_uid, finish};
+use crate::job::{Outcome, controller_uid, finish};
 use crate::schedule::{Schedule, time_zone};
 
 /// Flags of `list`.
@@ -30,7 +30,7 @@ pub struct ListArgs {
     #[arg(long, short = 'A')]
     all_namespaces: bool,
     /// Only CronJobs whose labels match this selector, e.g. `team=a,tier!=web`.
-    #[arg(long, short = 'l', value_parser = crate::manager::parse_selector)]
+    #[arg(long, short = 'l', value_parser = crate::selector::parse_selector)]
     selector: Option<String>,
     /// Output format: `wide` adds containers, images and the last success; `json` and `yaml`
     /// print a List of the CronJobs.

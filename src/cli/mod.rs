@@ -1,10 +1,12 @@
-//! The `kronjob` command line: the manager (`run`) and its tools. The same entry point serves
-//! the `kubectl-kronjob` plugin binary, so `kubectl kronjob list` works.
+//! The kubectl plugin (`kubectl-kronjob`): the commands a user runs against the cluster.
 //!
-//! One file per command (`list`, `history`, `next`, `suspend`, `trigger`, and `migrate/`); `kube` holds
-//! kubectl's connection flags and the client, `table` kubectl-style output. Each command's
-//! `run` takes the client, the current time and the output streams, so tests drive it against
-//! a scripted API.
+//! `kubectl kronjob list`, `history`, `next`, `trigger`, `suspend`, `resume`, `migrate`. The
+//! binary holds none of the manager: no controllers, no webhook.
+//!
+//! One file per command (`list`, `history`, `next`, `suspend`, `trigger`, and `migrate/`);
+//! `kube` holds kubectl's connection flags and the client, `table` kubectl-style output. Each
+//! command's `run` takes the client, the current time and the output streams, so tests drive it
+//! against a scripted API.
 
 pub mod history;
 pub mod kube;
@@ -19,11 +21,13 @@ use std::future::Future;
 use std::io::Write;
 use std::process::ExitCode;
 
-use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
+use clap::{Parser, Subcommand};
 
-/// kronjob: a Kubernetes operator for CronJobs (batch.kronjob.dev/v1).
+use crate::command::{EXIT_USAGE, fail, install_crypto, now, runtime};
+
+/// kubectl kronjob: CronJobs of batch.kronjob.dev/v1, their runs and schedules.
 #[derive(Parser, Debug)]
-#[command(name = "kronjob", version, about, long_about = None)]
+#[command(name = "kubectl-kronjob", bin_name = "kubectl kronjob", version, long_about = None)]
 pub struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -46,37 +50,12 @@ enum Command {
     Resume(suspend::SuspendArgs),
     /// Migrate batch/v1 CronJobs to kronjob CronJobs (a dry run unless --apply).
     Migrate(migrate::MigrateArgs),
-    /// Run the manager: controllers (on the leader), webhook, metrics and probes.
-    Run(Box<crate::manager::RunArgs>),
-    /// Print the CustomResourceDefinition YAML (what `crd/` holds).
-    Crd,
 }
-
-/// Exit code for a bad argument or value (as clap uses for usage errors).
-pub const EXIT_USAGE: u8 = 2;
 
 /// Parse the arguments and run the command.
 pub fn main() -> ExitCode {
-    // One TLS crypto provider for the whole process (kube's client and the webhook server).
-    // An error means a provider is already installed, which is what we want.
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let cli = parse_args();
-    match cli.command {
-        Command::Crd => match crate::api::crdgen::crd_yaml() {
-            Ok(yaml) => print(&yaml),
-            Err(e) => fail(&e, ExitCode::FAILURE),
-        },
-        Command::Run(args) => {
-            if let Err(message) = args.validate() {
-                eprintln!("error: {message}");
-                return ExitCode::from(EXIT_USAGE);
-            }
-            match runtime().map(|rt| rt.block_on(crate::manager::run(*args))) {
-                Ok(Ok(())) => ExitCode::SUCCESS,
-                Ok(Err(e)) => fail(&e, ExitCode::FAILURE),
-                Err(e) => fail(&e, ExitCode::FAILURE),
-            }
-        }
+    install_crypto();
+    match Cli::parse().command {
         Command::Trigger(ref args) => with_cluster(args.kube(), |client, mut io| async move {
             trigger::run(client, args, now(), &mut io.out).await
         }),
@@ -87,7 +66,7 @@ pub fn main() -> ExitCode {
         }
         Command::Next(args) => {
             let mut out = std::io::stdout().lock();
-            match next::run(&args, jiff::Timestamp::now(), &mut out) {
+            match next::run(&args, now(), &mut out) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(next::NextError::Io(e)) => fail(&e, ExitCode::FAILURE),
                 Err(e) => fail(&e, ExitCode::from(EXIT_USAGE)),
@@ -119,7 +98,7 @@ pub enum CliError {
     Usage(String),
     /// No client could be built from the kubeconfig.
     #[error(transparent)]
-    Client(#[from] crate::manager::ManagerError),
+    Client(#[from] crate::client::ClientError),
     /// The API server refused a request or could not be reached.
     #[error("{}", kube::api_message(.0))]
     Api(::kube::Error),
@@ -148,24 +127,6 @@ impl CliError {
             _ => 1,
         }
     }
-}
-
-/// The arguments; help and usage say `kubectl kronjob` when run as the kubectl plugin.
-fn parse_args() -> Cli {
-    let program = std::env::args_os().next().unwrap_or_default();
-    let plugin = std::path::Path::new(&program)
-        .file_stem()
-        .is_some_and(|stem| stem == "kubectl-kronjob");
-    let mut command = Cli::command();
-    if plugin {
-        command = command.bin_name("kubectl kronjob");
-    }
-    let matches = command.get_matches();
-    Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit())
-}
-
-fn now() -> jiff::Timestamp {
-    jiff::Timestamp::now()
 }
 
 /// The process's output streams, handed to a command.
@@ -201,40 +162,4 @@ where
         Err(CliError::Reported(_)) => ExitCode::FAILURE,
         Err(e) => fail(&e, ExitCode::from(e.exit_code())),
     }
-}
-
-fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-}
-
-fn print(text: &str) -> ExitCode {
-    let mut out = std::io::stdout().lock();
-    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
-        Ok(()) => ExitCode::SUCCESS,
-        Err(e) => fail(&e, ExitCode::FAILURE),
-    }
-}
-
-/// Print `error` and its causes on stderr, one line, and return `code`.
-pub fn fail(error: &dyn std::error::Error, code: ExitCode) -> ExitCode {
-    eprintln!("error: {}", message(error));
-    code
-}
-
-/// `error` and its causes, `: `-separated, leaving out a cause whose text is already said
-/// (several errors repeat their source in their own message).
-pub fn message(error: &dyn std::error::Error) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let said = cause.to_string();
-        if !text.contains(&said) {
-            text.push_str(": ");
-            text.push_str(&said);
-        }
-        source = cause.source();
-    }
-    text
 }

@@ -1,5 +1,5 @@
-//! `kronjob next`: the next run times of a CronJob (`next NAME`, read from the cluster) or of a
-//! bare schedule expression (`next --schedule EXPR`, no cluster needed).
+//! `kubectl kronjob next`: the next run times of a CronJob (`next NAME`, read from the cluster)
+//! or of a bare schedule expression (`next --schedule EXPR`, no cluster needed).
 
 use std::io::Write;
 
@@ -53,7 +53,7 @@ impl NextArgs {
     }
 }
 
-/// Why `kronjob next` failed. `Display` is the message for stderr.
+/// Why `kubectl kronjob next` failed. `Display` is the message for stderr.
 #[derive(thiserror::Error, Debug)]
 pub enum NextError {
     /// The schedule does not parse.
@@ -94,7 +94,8 @@ impl From<NextError> for CliError {
     }
 }
 
-/// Run `kronjob next --schedule EXPR`, writing to `out`; `now` is used when `--from` is absent.
+/// Run `kubectl kronjob next --schedule EXPR`, writing to `out`; `now` is used when `--from` is
+/// absent.
 pub fn run(args: &NextArgs, now: Timestamp, out: &mut dyn Write) -> Result<(), NextError> {
     let Some(expr) = args.schedule.as_deref() else {
         return Err(NextError::NothingToDo);
@@ -112,7 +113,7 @@ pub fn run(args: &NextArgs, now: Timestamp, out: &mut dyn Write) -> Result<(), N
     Ok(())
 }
 
-/// Run `kronjob next NAME`: the CronJob's next runs in its zone and in UTC.
+/// Run `kubectl kronjob next NAME`: the CronJob's next runs in its zone and in UTC.
 pub async fn run_cronjob(
     client: Client,
     args: &NextArgs,
@@ -178,7 +179,9 @@ pub fn next_times(
 
 /// The first `count` runs of `cj` strictly after `from`. As [`next_times`], except that an
 /// `@every` grid starts where the controller starts it: at `status.lastScheduleTime`, else at
-/// the creation time.
+/// the creation time. For any other schedule the times after `from` are the schedule's, even
+/// when `from` is before the CronJob's last run or its creation (`next --from` may ask about
+/// any time).
 pub fn cronjob_times(
     cj: &CronJob,
     schedule: &Schedule,
@@ -186,6 +189,9 @@ pub fn cronjob_times(
     from: Timestamp,
     count: usize,
 ) -> Result<Vec<Timestamp>, NextError> {
+    if schedule.every_seconds().is_none() {
+        return next_times(schedule, tz, from, count);
+    }
     let query = SlotQuery {
         schedule,
         tz,
@@ -247,9 +253,7 @@ pub fn zoned_table(times: &[Timestamp], zone_name: &str, tz: &TimeZone) -> Table
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
+    use crate::testing::fixtures::t;
 
     #[test]
     fn zoned_table_shows_the_zone_and_utc() {

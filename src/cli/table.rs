@@ -201,9 +201,7 @@ pub fn list_of<T: Serialize>(items: &[T]) -> serde_json::Value {
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
+    use crate::testing::fixtures::t;
 
     #[test]
     fn human_duration_table() {

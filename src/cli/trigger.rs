@@ -17,7 +17,7 @@ use serde_json::json;
 use super::CliError;
 use super::kube::KubeArgs;
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
-use crate::controller::cronjob::plan::manual::manual_job_name;
+use crate::job::manual_name;
 
 /// How often the Job is looked for while waiting.
 const POLL: Duration = Duration::from_millis(500);
@@ -69,7 +69,7 @@ pub async fn run(
             at
         }
     };
-    let job = manual_job_name(&args.name, requested);
+    let job = manual_name(&args.name, requested);
     if args.wait.is_zero() {
         writeln!(
             out,

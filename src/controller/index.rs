@@ -4,7 +4,7 @@
 //!
 //! The index is fed by one watch of Jobs (label selector [`LABEL_CRONJOB`], so unrelated Jobs
 //! never reach it); the same stream also triggers the CronJob controller. Objects are slimmed
-//! by [`crate::controller::jobs::slim`], and only their metadata and status are stored. With several namespaces, one watch per namespace is
+//! by [`crate::job::slim`], and only their metadata and status are stored. With several namespaces, one watch per namespace is
 //! merged by [`merge_watches`], which keeps each watch's re-list from wiping the others.
 
 use std::collections::{HashMap, HashSet};
@@ -19,7 +19,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use crate::api::LABEL_CRONJOB;
-use crate::controller::jobs::{self, Finish, controller_uid};
+use crate::job::{self as jobs, Finish, controller_uid};
 
 /// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {

@@ -3,23 +3,21 @@
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
 //! - [`index`]: the owner index of Jobs it reads from;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
-//! - [`jobs`]: what both know about a Job (owner, finish, cache slimming), pure;
-//! - [`backoff`]: retry timing of watches and of failed reconciles;
 //! - [`gate`]: creates first, everything that can wait after;
+//! - [`events`]: Events published as client-go does (a repeat counted, a new note a new Event);
 //! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
 
-pub mod backoff;
 pub mod cronjob;
+pub mod events;
 pub mod gate;
 pub mod index;
-pub mod jobs;
 pub mod shard;
 pub mod ttl;
 
 use std::time::Duration;
 
 use kube::runtime::controller::Action;
-use kube::runtime::events::{Recorder, Reporter};
+use kube::runtime::events::Reporter;
 
 /// The `reportingController` of every Event kronjob publishes.
 pub const REPORTER: &str = "kronjob";
@@ -34,8 +32,8 @@ pub fn requeue(delay: Duration) -> Action {
 }
 
 /// The Event recorder of a controller; `instance` is this replica's name (the pod name).
-pub fn recorder(client: kube::Client, instance: Option<String>) -> Recorder {
-    Recorder::new(
+pub fn recorder(client: kube::Client, instance: Option<String>) -> events::Recorder {
+    events::Recorder::new(
         client,
         Reporter {
             controller: REPORTER.into(),
@@ -60,6 +58,8 @@ pub struct Shared {
     pub gate: gate::Gate,
     /// Which CronJobs (and their Jobs) this replica handles, with `--sharding`.
     pub shard: shard::ShardView,
+    /// Where the controllers' own tasks (a controller's workers) are listed by name.
+    pub tasks: crate::task::Tasks,
 }
 
 impl std::fmt::Debug for Shared {
@@ -72,11 +72,6 @@ impl std::fmt::Debug for Shared {
             .finish_non_exhaustive()
     }
 }
-
-/// A controller stopped without being asked to: the manager cannot go on without it.
-#[derive(thiserror::Error, Debug, Clone, Copy, PartialEq, Eq)]
-#[error("the {0} controller stopped without being asked to")]
-pub struct Stopped(pub &'static str);
 
 /// Which CronJobs a controller manages.
 #[derive(Debug, Clone, Default)]

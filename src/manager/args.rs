@@ -4,12 +4,12 @@ use std::net::SocketAddr;
 use std::time::Duration;
 
 use super::lease::LeaseConfig;
-use super::selector::parse_selector;
 use super::shard::ShardConfig;
 use crate::controller::Scope;
 use crate::controller::cronjob::ReconcilerArgs;
 use crate::controller::ttl::TtlArgs;
 use crate::net::parse_listen_addr;
+use crate::selector::parse_selector;
 use crate::telemetry::LogFormat;
 use crate::webhook::WebhookArgs;
 

@@ -1,46 +1,107 @@
-//! The CronJob CRD at start: applied (server-side) with `--install-crd`, otherwise required.
+//! The CronJob CRD at start: applied (server-side) with `--install-crd`, otherwise required;
+//! either way the manager starts only once the CRD is Established (the API server serves
+//! CronJobs), so no probe, watch or webhook answer comes before that.
 
 use std::time::Duration;
 
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Client;
 use kube::api::{Api, Patch, PatchParams};
-use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::wait::{Condition, await_condition, conditions};
 use tracing::info;
 
 use super::{FIELD_MANAGER, ManagerError};
+use crate::api::CRD_NAME;
 
-/// Name of the CRD this manager serves.
-pub const CRD_NAME: &str = "cronjobs.batch.kronjob.dev";
+/// How long the CRD may take to become established.
+pub const ESTABLISH_LIMIT: Duration = Duration::from_secs(30);
 
-/// How long an applied CRD may take to become established.
-const ESTABLISH_LIMIT: Duration = Duration::from_secs(30);
-
-/// Make sure the CRD is there: apply it (server-side, as `kronjob`) when `install` is set and
-/// wait until it is established; otherwise check that it exists.
+/// Make sure the CRD is there and Established: apply it (server-side, as `kronjob`) when
+/// `install` is set; otherwise it must exist. Then wait until it is established.
 pub async fn ensure_crd(client: Client, install: bool) -> Result<(), ManagerError> {
+    ensure_crd_within(client, install, ESTABLISH_LIMIT).await
+}
+
+/// [`ensure_crd`], waiting at most `limit` for the CRD to become established.
+pub async fn ensure_crd_within(
+    client: Client,
+    install: bool,
+    limit: Duration,
+) -> Result<(), ManagerError> {
     let api: Api<CustomResourceDefinition> = Api::all(client);
-    if !install {
-        return match api.get_opt(CRD_NAME).await.map_err(ManagerError::Crd)? {
-            Some(_) => Ok(()),
-            None => Err(ManagerError::CrdMissing),
-        };
+    if install {
+        let crd = crate::api::crdgen::crd().map_err(ManagerError::CrdGen)?;
+        api.patch(
+            CRD_NAME,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&crd),
+        )
+        .await
+        .map_err(ManagerError::Crd)?;
+        info!(crd = CRD_NAME, "CRD applied");
+    } else {
+        let found = api.get_opt(CRD_NAME).await.map_err(ManagerError::Crd)?;
+        match found {
+            None => return Err(ManagerError::CrdMissing),
+            Some(crd) if conditions::is_crd_established().matches_object(Some(&crd)) => {
+                return Ok(());
+            }
+            Some(_) => info!(crd = CRD_NAME, "waiting for the CRD to be established"),
+        }
     }
-    let crd = crate::api::crdgen::crd().map_err(ManagerError::CrdGen)?;
-    api.patch(
-        CRD_NAME,
-        &PatchParams::apply(FIELD_MANAGER).force(),
-        &Patch::Apply(&crd),
-    )
-    .await
-    .map_err(ManagerError::Crd)?;
-    info!(crd = CRD_NAME, "CRD applied");
     tokio::time::timeout(
-        ESTABLISH_LIMIT,
+        limit,
         await_condition(api, CRD_NAME, conditions::is_crd_established()),
     )
     .await
-    .map_err(|_| ManagerError::CrdNotEstablished(ESTABLISH_LIMIT))?
+    .map_err(|_| ManagerError::CrdNotEstablished(limit))?
     .map_err(|e| ManagerError::Crd(kube::Error::Service(Box::new(e))))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use kronjob_apisim::{ApiSim, CostModel};
+    use serde_json::json;
+
+    fn crd(established: Option<&str>) -> serde_json::Value {
+        let mut crd = serde_json::to_value(crate::api::crdgen::crd().expect("crd")).expect("json");
+        if let Some(status) = established {
+            crd["status"] = json!({"conditions": [
+                {"type": "Established", "status": status, "reason": "Test", "message": "",
+                 "lastTransitionTime": "2024-01-01T00:00:00Z"}]});
+        }
+        crd
+    }
+
+    #[tokio::test]
+    async fn without_install_the_crd_must_exist_and_be_established() {
+        let limit = Duration::from_millis(300);
+        let missing = ApiSim::new(CostModel::free());
+        let error = ensure_crd_within(missing.client(), false, limit).await;
+        assert!(matches!(error, Err(ManagerError::CrdMissing)), "{error:?}");
+
+        let pending = ApiSim::new(CostModel::free());
+        pending.insert(crd(Some("False")));
+        let error = ensure_crd_within(pending.client(), false, limit).await;
+        assert!(
+            matches!(error, Err(ManagerError::CrdNotEstablished(_))),
+            "{error:?}"
+        );
+
+        let ready = ApiSim::new(CostModel::free());
+        ready.insert(crd(Some("True")));
+        let result = ensure_crd_within(ready.client(), false, limit).await;
+        assert!(result.is_ok(), "{result:?}");
+    }
+
+    #[tokio::test]
+    async fn with_install_the_crd_is_applied_and_waited_for() {
+        let sim = ApiSim::new(CostModel::free());
+        let result = ensure_crd_within(sim.client(), true, Duration::from_secs(5)).await;
+        assert!(result.is_ok(), "{result:?}");
+        let stored = sim.list(&kronjob_apisim::Resource::crds(), None);
+        assert_eq!(stored.len(), 1);
+    }
 }

@@ -1,11 +1,15 @@
 //! What the probes report, and the HTTP routes that report it: `/healthz` (alive), `/readyz`
-//! (ready) and `/metrics`. The probes are plain HTTP and answer `ok`/`failed`, `ready`/`not
-//! ready`: nothing more.
+//! (ready) and `/metrics`. The probes are plain HTTP and answer `ok`, `ready`/`not ready`, or
+//! `failed:` with the name of the task that ended and how (never an error's detail, which is
+//! in the log).
 //!
-//! - Alive: no critical task (a server, a controller, leader election) has failed.
+//! - Alive: no supervised task (a server, a controller or one of its workers, leader
+//!   election, the certificate refresher) has ended, failed, panicked or been aborted.
 //! - Ready: not shutting down; the webhook, when enabled, serves with its certificates loaded;
-//!   and on the leader, the controllers' caches have synced. Readiness never depends on
-//!   leadership itself, so every replica serves the webhook.
+//!   and on the leader, every cache the controllers need has listed (CronJobs, the owner index
+//!   of Jobs, the TTL controller's Jobs and Pods). The CRD is Established before the probes
+//!   are served at all ([`super::crd`]). Readiness never depends on leadership itself, so every
+//!   replica serves the webhook.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -60,12 +64,13 @@ impl Health {
         }
     }
 
-    /// The controllers' caches have synced.
+    /// Every cache the controllers need has listed (or, `false`, not yet).
     pub fn set_caches_synced(&self, synced: bool) {
         self.caches_synced.store(synced, Ordering::Relaxed);
     }
 
-    /// A critical task failed: `/healthz` reports it from now on.
+    /// A critical task failed: `/healthz` reports `why` from now on (the task's name and how it
+    /// ended: the probe port is plain HTTP, so no error's detail).
     pub fn set_failed(&self, why: String) {
         let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
         failed.get_or_insert(why);
@@ -129,10 +134,9 @@ pub fn health_router(health: Arc<Health>) -> Router {
             get(move || {
                 let health = Arc::clone(&live);
                 async move {
-                    // The reason is in the log; the probe port is plain HTTP and says nothing.
                     match health.alive() {
-                        Ok(()) => (StatusCode::OK, "ok"),
-                        Err(_) => (StatusCode::SERVICE_UNAVAILABLE, "failed"),
+                        Ok(()) => (StatusCode::OK, "ok".to_string()),
+                        Err(why) => (StatusCode::SERVICE_UNAVAILABLE, format!("failed: {why}")),
                     }
                 }
             }),
@@ -250,10 +254,10 @@ mod tests {
         );
         health.set_webhook_serving(true);
         assert_eq!(get(router.clone(), "/readyz").await.0, StatusCode::OK);
-        health.set_failed("controllers: stopped".into());
+        health.set_failed("the controllers failed".into());
         let (status, _, body) = get(router.clone(), "/healthz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(body, "failed", "the reason stays in the log");
+        assert_eq!(body, "failed: the controllers failed");
         assert_eq!(
             get(router.clone(), "/readyz").await.0,
             StatusCode::SERVICE_UNAVAILABLE

@@ -24,7 +24,7 @@ use tracing::{info, warn};
 
 use super::health::Health;
 use crate::clock::Clock;
-use crate::controller::Stopped;
+use crate::task::TaskError;
 
 /// Leader election settings (client-go defaults, with a 1 s retry period for fast handover).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -215,14 +215,6 @@ impl Elector {
     }
 }
 
-/// `period` plus up to 20 % (spreads the replicas' requests).
-fn jittered(period: Duration) -> Duration {
-    use std::hash::{BuildHasher, Hasher};
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u64(0);
-    period.mul_f64(1.0 + (h.finish() % 1000) as f64 / 5000.0)
-}
-
 /// Run `work` whenever this replica leads, until `shutdown`; without a lease config the
 /// replica leads for its whole life. When leadership is lost, `work`'s token is cancelled and
 /// the replica waits to lead again; on shutdown the Lease is released once `work` has drained.
@@ -234,10 +226,10 @@ pub async fn lead<F, Fut>(
     health: Arc<Health>,
     shutdown: CancellationToken,
     mut work: F,
-) -> Result<(), Stopped>
+) -> Result<(), TaskError>
 where
     F: FnMut(CancellationToken) -> Fut,
-    Fut: Future<Output = Result<(), Stopped>>,
+    Fut: Future<Output = Result<(), TaskError>>,
 {
     let (Some(api), Some(config)) = (api, config) else {
         health.set_leader(true);
@@ -257,7 +249,7 @@ where
             }
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(jittered(config.retry_period)) => {}
+                () = tokio::time::sleep(crate::backoff::lease_retry(config.retry_period)) => {}
             }
         }
         info!(identity = %config.identity, "leading: starting controllers");

@@ -1,24 +1,29 @@
-//! The manager: one process hosting the controllers (on the leader only, or on every replica for
-//! its share with `--sharding`), the admission webhook
-//! (on every replica), the metrics endpoint and the health probes, with one shutdown signal.
+//! The manager (`kronjob run`): one process hosting the controllers, the webhook, metrics and
+//! probes.
+//!
+//! The controllers run on the leader only, or on every replica for its share with
+//! `--sharding`; the admission webhook on every replica; one shutdown signal stops all.
 //!
 //! [`run_with`] reads top to bottom: register the metrics, serve the probes and metrics (bound
 //! first, so a taken port fails the start), serve the webhook, run the controllers whenever
-//! this replica leads, and supervise. Every task is critical: when one fails or stops on its own,
-//! `/healthz` says so, everything else stops and the process exits non-zero.
+//! this replica leads, and supervise. Every long-lived task runs by name in a
+//! [`TaskSet`], nested where one part owns others (the webhook its
+//! server and certificate refresher; each leadership term the CronJob controller with its
+//! status writers and outbox, the TTL controller and the cache-sync watch): when any task fails,
+//! panics, is aborted or ends on its own, it is logged by name, `/healthz` says so, everything
+//! else stops and the process exits non-zero.
 //!
-//! - [`args`]: the flags; [`client`]: the API client; [`crd`]: the CRD at start;
+//! - [`command`]: the `kronjob` command (`run`, `crd`); [`args`]: the flags of `run`;
+//! - [`crd`]: the CRD at start;
 //! - [`health`]: what the probes report; [`lease`]: leader election;
 //! - [`shard`]: shard group membership (`--sharding`: every replica runs the controllers for
-//!   its share of the CronJobs);
-//! - [`selector`]: `--selector` validation.
+//!   its share of the CronJobs).
 
 pub mod args;
-pub mod client;
+pub mod command;
 pub mod crd;
 pub mod health;
 pub mod lease;
-pub mod selector;
 pub mod shard;
 mod signal;
 
@@ -30,24 +35,22 @@ use axum::Router;
 use axum_server::tls_rustls::RustlsConfig;
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
-use tokio::task::JoinSet;
+use tokio::sync::oneshot;
 use tokio_util::sync::CancellationToken;
 use tracing::{error, info, warn};
 
 pub use args::RunArgs;
-use client as client_module;
-pub use client::client;
-pub use crd::{CRD_NAME, ensure_crd};
+pub use crd::ensure_crd;
 pub use health::{Health, health_router, metrics_router};
-pub use selector::parse_selector;
 
 use crate::clock::{Clock, SystemClock};
+use crate::controller::Shared;
 use crate::controller::cronjob::{self, ReconcilerMetrics};
 use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
 use crate::controller::ttl::{self, TtlMetrics};
-use crate::controller::{Shared, Stopped};
 use crate::https::HttpsMetrics;
 use crate::metrics::Metrics;
+use crate::task::{Exit, TaskError, TaskSet, Tasks};
 use crate::webhook::{self, WebhookMetrics};
 
 /// Field manager used for server-side apply.
@@ -57,30 +60,40 @@ pub const DRAIN_LIMIT: Duration = Duration::from_secs(8);
 /// The same for controllers whose caches never synced (nothing can be in flight).
 pub const UNSYNCED_DRAIN_LIMIT: Duration = Duration::from_secs(1);
 
+/// The names the manager's own tasks are supervised by (the webhook's and the controllers'
+/// tasks are named in their modules).
+pub mod tasks {
+    /// `/healthz` and `/readyz`.
+    pub const HEALTH_SERVER: &str = "health server";
+    /// `/metrics`.
+    pub const METRICS_SERVER: &str = "metrics server";
+    /// The admission webhook (its server and certificate refresher inside).
+    pub const WEBHOOK: &str = "webhook";
+    /// This replica's Lease in the shard group (`--sharding`).
+    pub const SHARD_MEMBERSHIP: &str = "shard membership";
+    /// Leader election, and the controllers while this replica leads.
+    pub const CONTROLLERS: &str = "controllers";
+    /// Marks the caches synced once every controller's have listed.
+    pub const CACHE_SYNC: &str = "cache sync";
+}
+
 /// Why the manager stopped with an error.
 #[derive(Debug, thiserror::Error)]
 pub enum ManagerError {
-    /// No Kubernetes configuration could be found.
-    #[error(
-        "no Kubernetes configuration: set KUBECONFIG or create ~/.kube/config, or run inside a cluster"
-    )]
-    NoConfig(#[source] kube::config::InferConfigError),
-    /// The kubeconfig named by `--kubeconfig` or `--context` could not be loaded.
-    #[error("cannot load the kubeconfig")]
-    Kubeconfig(#[source] kube::config::KubeconfigError),
-    /// The client could not be built from the configuration.
-    #[error("cannot build a Kubernetes client")]
-    Client(#[source] kube::Error),
+    /// No client could be built.
+    #[error(transparent)]
+    Client(#[from] crate::client::ClientError),
     /// The CRD is not installed and `--install-crd` was not given.
     #[error(
-        "the CronJob CRD ({CRD_NAME}) is not installed: run `kubectl apply -f crd/`, or start with --install-crd"
+        "the CronJob CRD ({}) is not installed: run `kubectl apply -f crd/`, or start with --install-crd",
+        crate::api::CRD_NAME
     )]
     CrdMissing,
     /// The CRD could not be read, applied or did not become established.
-    #[error("cannot install or verify the CRD {CRD_NAME}")]
+    #[error("cannot install or verify the CRD {}", crate::api::CRD_NAME)]
     Crd(#[source] kube::Error),
     /// The CRD did not become established in time.
-    #[error("the CRD {CRD_NAME} was not established within {0:?}")]
+    #[error("the CRD {crd} was not established within {0:?}", crd = crate::api::CRD_NAME)]
     CrdNotEstablished(Duration),
     /// The CRD could not be generated.
     #[error("cannot generate the CRD")]
@@ -97,30 +110,31 @@ pub enum ManagerError {
         #[source]
         source: std::io::Error,
     },
-    /// The webhook server failed.
+    /// The webhook failed.
     #[error("admission webhook server failed")]
     Webhook(#[source] crate::webhook::WebhookError),
-    /// A controller stopped on its own.
+    /// A task (a controller, a worker, a server) ended, failed, panicked or was aborted.
     #[error(transparent)]
-    Controller(#[from] Stopped),
-    /// A task ended although nobody asked it to.
-    #[error("the {0} stopped unexpectedly")]
-    Ended(&'static str),
-    /// A task panicked.
-    #[error("the {0} panicked")]
-    Panicked(&'static str),
+    Task(#[from] TaskError),
 }
 
 /// Run the manager until SIGTERM/SIGINT.
 pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
-    let client = client().await?;
+    let client = crate::client::client().await?;
     ensure_crd(client.clone(), args.install_crd).await?;
     // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
     // connection to the API server), so hostile traffic to those ports never queues ahead of
     // the controllers' requests.
-    let side = client_module::client().await?;
-    run_with_clients(args, client, side, signal::shutdown_on_signal()).await
+    let side = crate::client::client().await?;
+    run_with_clients(
+        args,
+        client,
+        side,
+        signal::shutdown_on_signal(),
+        Tasks::default(),
+    )
+    .await
 }
 
 /// Run the manager with a given client until `shutdown` is cancelled.
@@ -129,19 +143,30 @@ pub async fn run_with(
     client: Client,
     shutdown: CancellationToken,
 ) -> Result<(), ManagerError> {
-    let side = client.clone();
-    run_with_clients(args, client, side, shutdown).await
+    run_listed(args, client, shutdown, Tasks::default()).await
 }
 
-/// [`run_with`], with `side` for the webhook's dry runs and the metrics' token and access
+/// [`run_with`], listing every task it runs in `tasks` (where each can be found by name).
+pub async fn run_listed(
+    args: RunArgs,
+    client: Client,
+    shutdown: CancellationToken,
+    tasks: Tasks,
+) -> Result<(), ManagerError> {
+    let side = client.clone();
+    run_with_clients(args, client, side, shutdown, tasks).await
+}
+
+/// [`run_listed`], with `side` for the webhook's dry runs and the metrics' token and access
 /// reviews.
 pub async fn run_with_clients(
     args: RunArgs,
     client: Client,
     side: Client,
     shutdown: CancellationToken,
+    tasks: Tasks,
 ) -> Result<(), ManagerError> {
-    let mut manager = Manager::new(&args, client, side, shutdown);
+    let mut manager = Manager::new(&args, client, side, shutdown, tasks);
     manager.serve_probes_and_metrics(&args)?;
     manager.serve_webhook(&args);
     manager.run_controllers(&args);
@@ -173,51 +198,54 @@ impl Registered {
     }
 }
 
-/// The process: its shared state and its critical tasks.
+/// The process: its shared state and its tasks.
 struct Manager {
     client: Client,
     /// The client of the webhook's dry runs and the metrics' reviews.
     side: Client,
     /// The webhook's certificate once loaded (the secure metrics server serves it too).
     certificate: tokio::sync::watch::Sender<Option<RustlsConfig>>,
+    clock: Arc<dyn Clock>,
     /// The process is stopping.
     shutdown: CancellationToken,
     /// Cancelled `--shutdown-delay` after `shutdown` (at once without a webhook): in between,
     /// the replica reports not ready but still answers admission requests.
     servers_stop: CancellationToken,
+    /// How long the servers outlive `shutdown`.
+    shutdown_delay: Duration,
     health: Arc<Health>,
     metrics: Registered,
-    tasks: JoinSet<(&'static str, Result<(), ManagerError>)>,
+    tasks: TaskSet<ManagerError>,
+    directory: Tasks,
 }
 
 impl Manager {
-    fn new(args: &RunArgs, client: Client, side: Client, shutdown: CancellationToken) -> Self {
+    fn new(
+        args: &RunArgs,
+        client: Client,
+        side: Client,
+        shutdown: CancellationToken,
+        directory: Tasks,
+    ) -> Self {
         let webhook_enabled = args.webhook_enabled();
         let health = Health::new(webhook_enabled);
-        let servers_stop = CancellationToken::new();
-        let delay = if webhook_enabled {
-            args.shutdown_delay
-        } else {
-            Duration::ZERO
-        };
-        let (stopping, stop_servers, draining) =
-            (shutdown.clone(), servers_stop.clone(), Arc::clone(&health));
-        tokio::spawn(async move {
-            stopping.cancelled().await;
-            draining.set_draining();
-            tokio::time::sleep(delay).await;
-            stop_servers.cancel();
-        });
         let metrics = Registered::new(&health);
         Self {
             client,
             side,
             certificate: tokio::sync::watch::Sender::new(None),
+            clock: Arc::new(SystemClock),
+            servers_stop: CancellationToken::new(),
+            shutdown_delay: if webhook_enabled {
+                args.shutdown_delay
+            } else {
+                Duration::ZERO
+            },
+            tasks: TaskSet::new(&directory, shutdown.clone()),
             shutdown,
-            servers_stop,
             health,
             metrics,
-            tasks: JoinSet::new(),
+            directory,
         }
     }
 
@@ -229,14 +257,14 @@ impl Manager {
         let metrics = crate::net::bind(args.metrics_addr)?;
         info!(health = %local(&health), metrics = %local(&metrics), secure = args.metrics_secure, "listening");
         let router = health_router(Arc::clone(&self.health));
-        self.spawn(
-            "health server",
+        self.tasks.spawn(
+            tasks::HEALTH_SERVER,
             serve_http("health", health, router, self.servers_stop.clone()),
         );
         let router = metrics_router(self.metrics.exposition.clone());
         if !args.metrics_secure {
-            self.spawn(
-                "metrics server",
+            self.tasks.spawn(
+                tasks::METRICS_SERVER,
                 serve_http("metrics", metrics, router, self.servers_stop.clone()),
             );
             return Ok(());
@@ -250,8 +278,8 @@ impl Manager {
             limits: crate::https::Limits::standard(args.webhook.enable_http2),
             connections: self.metrics.https.server("metrics"),
         };
-        self.spawn(
-            "metrics server",
+        self.tasks.spawn(
+            tasks::METRICS_SERVER,
             server.serve(metrics, self.servers_stop.clone()),
         );
         Ok(())
@@ -272,20 +300,22 @@ impl Manager {
             serving.set_webhook_serving(true);
         };
         let stopped = Arc::clone(&self.health);
-        let serving = webhook::Serving {
+        let env = webhook::Env {
             client: Some(self.client.clone()),
             dry_run: Some(self.side.clone()),
-            metrics: self.metrics.webhook.clone(),
+            clock: Arc::clone(&self.clock),
+            tasks: self.directory.clone(),
             connections: self.metrics.https.server("webhook"),
             certificate: Some(self.certificate.clone()),
         };
-        let server = webhook::serve_with(
+        let server = webhook::serve(
             args.webhook.clone(),
-            serving,
+            env,
+            self.metrics.webhook.clone(),
             ready,
             self.servers_stop.clone(),
         );
-        self.spawn("webhook server", async move {
+        self.tasks.spawn(tasks::WEBHOOK, async move {
             let result = server.await;
             stopped.set_webhook_serving(false);
             result.map_err(ManagerError::Webhook)
@@ -294,11 +324,7 @@ impl Manager {
 
     /// With `--sharding`, join the shard group: the view the controllers read, and the token
     /// that lets the membership release this replica's Lease once the controllers have drained.
-    fn join_shard(
-        &mut self,
-        args: &RunArgs,
-        clock: Arc<dyn Clock>,
-    ) -> (ShardView, Option<CancellationToken>) {
+    fn join_shard(&mut self, args: &RunArgs) -> (ShardView, Option<CancellationToken>) {
         let metrics = self.metrics.shard.clone();
         let Some(config) = args.shard() else {
             return (ShardView::solo(metrics), None);
@@ -309,13 +335,13 @@ impl Manager {
         let membership = shard::membership(
             api,
             config,
-            clock,
+            Arc::clone(&self.clock),
             publish,
             metrics.clone(),
             released.clone(),
         );
         let shutdown = self.shutdown.clone();
-        self.spawn("shard membership", async move {
+        self.tasks.spawn(tasks::SHARD_MEMBERSHIP, async move {
             membership.await;
             // Released after the controllers stopped: the process is stopping.
             shutdown.cancelled().await;
@@ -327,93 +353,184 @@ impl Manager {
     /// Run the controllers whenever this replica leads (always, without `--leader-elect`; for
     /// its share of the CronJobs with `--sharding`).
     fn run_controllers(&mut self, args: &RunArgs) {
-        let clock: Arc<dyn Clock> = Arc::new(SystemClock);
-        let (shard, released) = self.join_shard(args, Arc::clone(&clock));
-        let shared = Shared {
-            client: self.client.clone(),
-            clock: Arc::clone(&clock),
-            scope: args.scope(),
-            instance: args.pod_name.clone(),
-            gate: crate::controller::gate::Gate::new(),
-            shard,
+        let (shard, released) = self.join_shard(args);
+        let controllers = Controllers {
+            shared: Shared {
+                client: self.client.clone(),
+                clock: Arc::clone(&self.clock),
+                scope: args.scope(),
+                instance: args.pod_name.clone(),
+                gate: crate::controller::gate::Gate::new(),
+                shard,
+                tasks: self.directory.clone(),
+            },
+            reconciler: args.reconciler.clone(),
+            ttl: args.ttl.clone(),
+            reconciler_metrics: self.metrics.reconciler.clone(),
+            ttl_metrics: self.metrics.ttl.clone(),
+            health: Arc::clone(&self.health),
         };
         let lease = args.lease();
         let lease_api = lease
             .as_ref()
             .map(|l| Api::namespaced(self.client.clone(), &l.namespace));
-        let (reconciler_args, ttl_args) = (args.reconciler.clone(), args.ttl.clone());
-        let (reconciler_metrics, ttl_metrics) =
-            (self.metrics.reconciler.clone(), self.metrics.ttl.clone());
-        let health = Arc::clone(&self.health);
-        let work = move |token: CancellationToken| {
-            let synced = Arc::clone(&health);
-            let reconciler = cronjob::run(
-                shared.clone(),
-                reconciler_args.clone(),
-                reconciler_metrics.clone(),
-                move || synced.set_caches_synced(true),
-                token.clone(),
-            );
-            let ttl = ttl::run(
-                shared.clone(),
-                ttl_args.clone(),
-                ttl_metrics.clone(),
-                token.clone(),
-            );
-            Box::pin(drain_bounded(
-                async move { tokio::try_join!(reconciler, ttl).map(|_| ()) },
-                Arc::clone(&health),
-                token,
-            ))
-        };
         let elected = lease::lead(
             lease_api,
             lease,
-            clock,
+            Arc::clone(&self.clock),
             Arc::clone(&self.health),
             self.shutdown.clone(),
-            work,
+            move |token| controllers.term(token),
         );
-        self.spawn("controllers", async move {
-            let result = elected.await;
-            if let Some(released) = released {
-                released.cancel();
-            }
-            result.map_err(ManagerError::from)
+        self.tasks.spawn(tasks::CONTROLLERS, async move {
+            // Once the controllers are done (or this task is gone), the shard Lease may go.
+            let _release = released.map(CancellationToken::drop_guard);
+            Ok(elected.await?)
         });
     }
 
-    fn spawn(
-        &mut self,
-        name: &'static str,
-        task: impl std::future::Future<Output = Result<(), ManagerError>> + Send + 'static,
-    ) {
-        self.tasks.spawn(async move { (name, task.await) });
-    }
-
-    /// Wait for every task. The first that fails, panics or ends unasked stops everything and
-    /// is the process's error.
+    /// Wait for every task. The first that fails, panics, is aborted or ends unasked stops
+    /// everything and is the process's error; `/healthz` reports it from then on. From the
+    /// shutdown on, the replica reports not ready; the servers stop `--shutdown-delay` later.
     async fn supervise(mut self) -> Result<(), ManagerError> {
         let mut first_error = None;
-        while let Some(joined) = self.tasks.join_next().await {
-            let (name, result) = match joined {
-                Ok(done) => done,
-                Err(e) if e.is_panic() => ("task", Err(ManagerError::Panicked("a manager task"))),
-                Err(_) => continue,
+        let drain = drain_servers(
+            self.shutdown.clone(),
+            self.shutdown_delay,
+            Arc::clone(&self.health),
+            self.servers_stop.clone(),
+        );
+        tokio::pin!(drain);
+        loop {
+            let (name, exit) = tokio::select! {
+                next = self.tasks.join_next() => match next {
+                    Some(next) => next,
+                    None => break,
+                },
+                () = &mut drain => continue,
             };
-            let result = match result {
-                Ok(()) if !self.shutdown.is_cancelled() => Err(ManagerError::Ended(name)),
-                other => other,
+            let Err(exit) = exit else { continue };
+            // The probe names the task and how it ended; the error's detail is in the log only.
+            let error = match exit {
+                Exit::Failed(e) => e,
+                other => ManagerError::Task(other.into_error(name)),
             };
-            if let Err(e) = result {
-                error!(task = name, error = %crate::telemetry::error_chain(&e), "critical task failed: stopping");
-                self.health.set_failed(format!("{name}: {e}"));
-                first_error.get_or_insert(e);
-                self.shutdown.cancel();
-            }
+            let why = crate::telemetry::error_chain(&error);
+            error!(task = name, error = %why, "critical task failed: stopping");
+            self.health.set_failed(ended(name, &error));
+            first_error.get_or_insert(error);
+            self.shutdown.cancel();
         }
         info!("stopped");
         first_error.map_or(Ok(()), Err)
+    }
+}
+
+/// What `/healthz` says of `error`, the end of the task `name`: the innermost supervised task
+/// that ended and how, in fixed words (the probe port is plain HTTP: the error's detail, which
+/// may name objects, paths or addresses, is in the log only).
+fn ended(name: &'static str, error: &ManagerError) -> String {
+    let mut said = format!("the {name} failed");
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = next {
+        let task = match (
+            e.downcast_ref::<TaskError>(),
+            e.downcast_ref::<ManagerError>(),
+            e.downcast_ref::<webhook::WebhookError>(),
+        ) {
+            (Some(task), _, _)
+            | (_, Some(ManagerError::Task(task)), _)
+            | (_, _, Some(webhook::WebhookError::Task(task))) => Some(task),
+            _ => None,
+        };
+        if let Some(task) = task {
+            said = task.to_string();
+        }
+        // A transparent wrapper's source is its inner error's: step into the task instead.
+        next = match task {
+            Some(TaskError::Failed { source, .. }) => Some(source.as_ref()),
+            Some(_) => None,
+            None => e.source(),
+        };
+    }
+    said
+}
+
+/// At `shutdown`, report not ready at once (admission requests go to other replicas), and stop
+/// the servers `delay` later. Then never returns.
+async fn drain_servers(
+    shutdown: CancellationToken,
+    delay: Duration,
+    health: Arc<Health>,
+    servers_stop: CancellationToken,
+) {
+    shutdown.cancelled().await;
+    health.set_draining();
+    tokio::time::sleep(delay).await;
+    servers_stop.cancel();
+    futures::future::pending::<()>().await;
+}
+
+/// What one leadership term of the controllers needs.
+struct Controllers {
+    shared: Shared,
+    reconciler: cronjob::ReconcilerArgs,
+    ttl: ttl::TtlArgs,
+    reconciler_metrics: ReconcilerMetrics,
+    ttl_metrics: TtlMetrics,
+    health: Arc<Health>,
+}
+
+impl Controllers {
+    /// One leadership term: the CronJob controller, the TTL controller (unless disabled) and
+    /// the watch that marks the caches synced once both have listed, as tasks, until `token`
+    /// is cancelled (then drained within [`DRAIN_LIMIT`]) or one of them ends.
+    fn term(
+        &self,
+        token: CancellationToken,
+    ) -> impl std::future::Future<Output = Result<(), TaskError>> + Send + use<> {
+        let mut set = TaskSet::new(&self.shared.tasks, token.clone());
+        let (synced, listed) = oneshot::channel();
+        let reconciler = cronjob::run(
+            self.shared.clone(),
+            self.reconciler.clone(),
+            self.reconciler_metrics.clone(),
+            move || {
+                let _ = synced.send(());
+            },
+            token.clone(),
+        );
+        set.spawn(cronjob::driver::NAME, reconciler);
+        let ttl_listed = self.ttl.enabled().then(|| {
+            let (synced, listed) = oneshot::channel();
+            let ttl = ttl::run(
+                self.shared.clone(),
+                self.ttl.clone(),
+                self.ttl_metrics.clone(),
+                move || {
+                    let _ = synced.send(());
+                },
+                token.clone(),
+            );
+            set.spawn(ttl::NAME, ttl);
+            listed
+        });
+        let health = Arc::clone(&self.health);
+        let stop = token.clone();
+        set.spawn(tasks::CACHE_SYNC, async move {
+            let cronjobs = listed.await.is_ok();
+            let ttl = match ttl_listed {
+                Some(listed) => listed.await.is_ok(),
+                None => true,
+            };
+            // A controller that ended before its caches listed reports itself.
+            if cronjobs && ttl {
+                health.set_caches_synced(true);
+            }
+            stop.cancelled().await;
+            Ok(())
+        });
+        drain_bounded(set.supervise(), Arc::clone(&self.health), token)
     }
 }
 
@@ -422,10 +539,10 @@ impl Manager {
 /// holds a controller's work until its cache is ready, so an unreachable API server would hold
 /// the shutdown forever) and are dropped.
 async fn drain_bounded(
-    controllers: impl std::future::Future<Output = Result<(), Stopped>>,
+    controllers: impl std::future::Future<Output = Result<(), TaskError>>,
     health: Arc<Health>,
     token: CancellationToken,
-) -> Result<(), Stopped> {
+) -> Result<(), TaskError> {
     let drain = async {
         token.cancelled().await;
         let limit = if health.caches_synced() {
@@ -571,6 +688,31 @@ mod tests {
             names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
         }
         names
+    }
+
+    #[test]
+    fn healthz_names_the_innermost_task_and_never_the_error_detail() {
+        let detail = || std::io::Error::other("team-a/nightly at 10.0.0.1:6443");
+        let inner = TaskError::Failed {
+            task: "webhook server",
+            source: Box::new(webhook::WebhookError::Serve(detail())),
+        };
+        let error = ManagerError::Webhook(webhook::WebhookError::Task(inner));
+        assert!(crate::telemetry::error_chain(&error).contains("team-a/nightly"));
+        assert_eq!(ended("webhook", &error), "the webhook server failed");
+        let aborted = ManagerError::Task(TaskError::Aborted("CronJob controller"));
+        assert_eq!(
+            ended("controllers", &aborted),
+            "the CronJob controller was aborted"
+        );
+        let served = ManagerError::Serve {
+            name: "metrics",
+            source: detail(),
+        };
+        assert_eq!(
+            ended("metrics server", &served),
+            "the metrics server failed"
+        );
     }
 
     /// The metric table of the README lists every family, as queried (counters with

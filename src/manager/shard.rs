@@ -212,7 +212,7 @@ pub async fn membership(
         api.clone(),
         watcher::Config::default().labels(&config.selector()),
     )
-    .backoff(crate::controller::backoff::watch_backoff())
+    .backoff(crate::backoff::watch_backoff())
     .reflect(writer)
     .for_each(|event| {
         match event {

@@ -1,5 +1,6 @@
-//! Schedule maths: Kubernetes-compatible cron, time zones, DST and missed runs. Pure: no API
-//! calls, and the current time is always passed in.
+//! Schedule maths: Kubernetes-compatible cron, time zones, DST and missed runs.
+//!
+//! Pure: no API calls, and the current time is always passed in.
 //!
 //! # Language
 //! Exactly what Kubernetes accepts (robfig/cron v3 `ParseStandard`): five fields, ranges,
@@ -45,7 +46,7 @@ use jiff::tz::TimeZone;
 pub(crate) use parse::parse_go_duration;
 pub use parse::{Field, ParseError};
 use parse::{FieldSet, get_field};
-pub use slots::{SlotError, SlotQuery, Slots, job_name, slots};
+pub use slots::{SlotError, SlotQuery, Slots, slots};
 pub use zone::{ZoneError, scheduled_at, time_zone};
 
 /// A parsed schedule: a cron expression (with any `H` already resolved) or `@every`.

@@ -1,4 +1,4 @@
-//! Missed-run computation (upstream `mostRecentScheduleTime`) and Job naming.
+//! Missed-run computation (upstream `mostRecentScheduleTime`).
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
@@ -181,10 +181,4 @@ fn every_slots(base: Timestamp, d: i64, window_start: Timestamp, now: Timestamp)
         missed,
         next,
     }
-}
-
-/// Job name: `"<cronjob-name>-<scheduled unix seconds / 60>"`, as upstream, so creating the
-/// Job for a slot twice hits `AlreadyExists`.
-pub fn job_name(cronjob_name: &str, scheduled: Timestamp) -> String {
-    format!("{cronjob_name}-{}", scheduled.as_second() / 60)
 }

@@ -14,8 +14,7 @@ use super::metrics::Outcome;
 use crate::api::defaults::default_patch;
 use crate::api::validation::{self, FieldError, invalid_message};
 use crate::api::{CronJob, GROUP, VERSION};
-use crate::controller::cronjob::plan::{PlanConfig, job_for_check};
-use crate::controller::cronjob::template::{JobDryRun, Verdict};
+use crate::job::{self, JobDryRun, Verdict};
 
 /// Largest accepted request body: 3 MiB (the API server's own request limit is 3 MiB; a
 /// CronJob is limited to about 1.5 MiB by etcd).
@@ -103,7 +102,7 @@ impl TemplateCheck {
         cj.metadata.name = Some(self.name.clone());
         cj.metadata.namespace = Some(self.namespace.clone());
         let tz = crate::schedule::time_zone(cj.spec.time_zone.as_deref()).ok()?;
-        job_for_check(&cj, now, &tz, &PlanConfig::default())
+        job::for_check(&cj, now, &tz, None)
     }
 }
 

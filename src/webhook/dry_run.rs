@@ -22,7 +22,7 @@ use tokio::sync::Semaphore;
 
 use super::metrics::WebhookMetrics;
 use crate::api::{ANNOTATION_SCHEDULED_AT, LABEL_CRONJOB};
-use crate::controller::cronjob::template::{JobDryRun, Unknown, Verdict};
+use crate::job::{JobDryRun, Unknown, Verdict};
 
 /// Default of `--webhook-dry-runs-per-minute`.
 pub const DRY_RUNS_PER_MINUTE: u32 = 50;

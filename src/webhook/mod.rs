@@ -1,5 +1,7 @@
-//! The admission webhook server: defaulting (`/mutate-…`) and validation (`/validate-…`) of
-//! `CronJob` objects, served over TLS on every replica.
+//! The admission webhook server: defaulting and validation of CronJobs, over TLS.
+//!
+//! Defaulting (`/mutate-…`) and validation (`/validate-…`) of `CronJob` objects, served on
+//! every replica.
 //!
 //! Start-up runs one way: [`serve`] binds, asks [`certs`] for the certificate (which turns PEM
 //! into a rustls configuration with [`tls`]), and hands both to [`server`].
@@ -23,13 +25,19 @@ pub mod tls;
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum_server::tls_rustls::RustlsConfig;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use metrics::WebhookMetrics;
-pub use server::{router, router_with_dry_run, router_with_dry_run_budget};
+
+use crate::clock::Clock;
+use crate::https::ServerMetrics;
+use crate::task::Tasks;
+pub use server::{router, router_checking_at, router_with_dry_run, router_with_dry_run_budget};
 
 /// Default certificate directory (the kubebuilder convention).
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -120,79 +128,80 @@ pub enum WebhookError {
     /// The server failed.
     #[error("webhook server failed")]
     Serve(#[source] std::io::Error),
+    /// The server or the certificate's refresher ended.
+    #[error(transparent)]
+    Task(#[from] crate::task::TaskError),
 }
 
-/// What the webhook server needs besides its flags.
-pub struct Serving {
-    /// The client of the self-signed certificates (`--webhook-self-signed`).
+/// What the webhook runs with besides its flags: the clients (one for `--webhook-self-signed`
+/// to provision with; one for the Job template dry runs, see [`router_with_dry_run`], a client
+/// of its own so they never hold up the controllers' requests), the clock, its connection
+/// metrics, where the loaded certificate is told (the secure metrics server serves the same),
+/// and where its tasks are listed.
+#[derive(Clone)]
+pub struct Env {
+    /// The API client of the self-signed certificates, if any.
     pub client: Option<kube::Client>,
-    /// The client of the Job template dry runs (a client of their own, so they never hold up
-    /// the controllers' requests); none: the local rules only.
+    /// The API client of the template dry runs; none: the local rules only.
     pub dry_run: Option<kube::Client>,
-    /// The webhook's metrics.
-    pub metrics: WebhookMetrics,
-    /// Its connection metrics.
-    pub connections: crate::https::ServerMetrics,
-    /// Told the certificate once it is loaded (the secure metrics server serves the same).
-    pub certificate: Option<tokio::sync::watch::Sender<Option<RustlsConfig>>>,
+    /// The one source of "now".
+    pub clock: Arc<dyn Clock>,
+    /// Where the server and the certificate's refresher are listed.
+    pub tasks: Tasks,
+    /// The server's connection metrics.
+    pub connections: ServerMetrics,
+    /// Told the certificate once it is loaded.
+    pub certificate: Option<watch::Sender<Option<RustlsConfig>>>,
 }
 
-impl std::fmt::Debug for Serving {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Serving").finish_non_exhaustive()
-    }
-}
-
-impl Serving {
-    /// The local rules only, with metrics registered nowhere else.
-    pub fn local(metrics: WebhookMetrics) -> Self {
-        Serving {
+impl Env {
+    /// Without an API server: the local rules only, certificates from a directory, the
+    /// system clock, metrics and tasks listed nowhere else.
+    pub fn local() -> Self {
+        Self {
             client: None,
             dry_run: None,
-            metrics,
-            connections: crate::https::ServerMetrics::unregistered("webhook"),
+            clock: Arc::new(crate::clock::SystemClock),
+            tasks: Tasks::default(),
+            connections: ServerMetrics::unregistered("webhook"),
             certificate: None,
         }
     }
 }
 
-/// Serve the webhook until `shutdown` (with `client`, Job templates are dry-run, see
-/// [`router_with_dry_run`]), then stop accepting connections and let open ones finish
-/// (at most [`server::DRAIN_TIMEOUT`]). `ready` gets the bound address once the certificate is
-/// loaded and the listener accepts TLS connections.
+impl std::fmt::Debug for Env {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Env")
+            .field("client", &self.client.is_some())
+            .field("dry_run", &self.dry_run.is_some())
+            .field("clock", &self.clock)
+            .field("tasks", &self.tasks)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Serve the webhook until `shutdown`, then stop accepting connections and let open ones
+/// finish (at most [`server::DRAIN_TIMEOUT`]). `ready` gets the bound address once the
+/// certificate is loaded and the listener accepts TLS connections.
 pub async fn serve(
     args: WebhookArgs,
-    client: Option<kube::Client>,
+    env: Env,
     metrics: WebhookMetrics,
     ready: impl FnOnce(SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
-    let serving = Serving {
-        dry_run: client.clone(),
-        client,
-        ..Serving::local(metrics)
-    };
-    serve_with(args, serving, ready, shutdown).await
-}
-
-/// [`serve`] with the clients and metrics of `serving`.
-pub async fn serve_with(
-    args: WebhookArgs,
-    serving: Serving,
-    ready: impl FnOnce(SocketAddr) + Send + 'static,
-    shutdown: CancellationToken,
-) -> Result<(), WebhookError> {
     let listener = crate::net::bind(args.webhook_addr)?;
-    let app = match serving.dry_run {
+    let app = match env.dry_run {
         Some(client) => router_with_dry_run_budget(
-            serving.metrics,
-            std::sync::Arc::new(client),
+            metrics,
+            Arc::new(client),
+            Arc::clone(&env.clock),
             args.webhook_dry_runs_per_minute,
         ),
-        None => router(serving.metrics),
+        None => router(metrics),
     };
-    let loaded = args.certificates(serving.client)?.load().await?;
-    if let Some(certificate) = serving.certificate {
+    let loaded = args.certificates(env.client)?.load(env.clock).await?;
+    if let Some(certificate) = env.certificate {
         certificate.send_replace(Some(loaded.config.clone()));
     }
     let limits = crate::https::Limits {
@@ -203,9 +212,10 @@ pub async fn serve_with(
         listener,
         loaded,
         app,
-        (limits, serving.connections),
+        (limits, env.connections),
         ready,
         shutdown,
+        &env.tasks,
     )
     .await
 }

@@ -26,8 +26,10 @@ use super::budget::{BodyBudget, MAX_JSON_VALUES, Reservation, json_values};
 use super::certs::Loaded;
 use super::dry_run::{Budgeted, DRY_RUNS_PER_MINUTE};
 use super::metrics::{Outcome, WebhookMetrics};
-use crate::controller::cronjob::template::{JobDryRun, Verdict};
+use crate::clock::Clock;
 use crate::https::{Limits, Server, ServerMetrics};
+use crate::job::{JobDryRun, Verdict};
+use crate::task::{TaskSet, Tasks};
 use crate::telemetry::Throttle;
 
 /// Longest time a request may take before it is answered with 503. The API server's own
@@ -47,7 +49,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 struct AppState {
     metrics: WebhookMetrics,
-    dry_run: Option<Arc<dyn JobDryRun>>,
+    dry_run: Option<(Arc<dyn JobDryRun>, Arc<dyn Clock>)>,
     budget: BodyBudget,
     log: Arc<Throttle>,
 }
@@ -61,23 +63,37 @@ pub fn router(metrics: WebhookMetrics) -> Router {
 
 /// [`router`], with the Job template of every CronJob the local rules allow (on create, or
 /// when an update changes it) dry-run through `dry_run`: what the API server refuses is
-/// denied. The dry runs are deduplicated and limited to [`DRY_RUNS_PER_MINUTE`] (see
+/// denied. The Job checked is the one of a slot now ([`router_checking_at`] with the system
+/// clock); the dry runs are deduplicated and limited to [`DRY_RUNS_PER_MINUTE`] (see
 /// [`super::dry_run`]).
 pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn JobDryRun>) -> Router {
-    router_with_dry_run_budget(metrics, dry_run, DRY_RUNS_PER_MINUTE)
+    router_checking_at(metrics, dry_run, Arc::new(crate::clock::SystemClock))
 }
 
-/// [`router_with_dry_run`] with at most `per_minute` dry runs a minute.
+/// [`router_with_dry_run`], checking the Job of a slot at `clock`'s now.
+pub fn router_checking_at(
+    metrics: WebhookMetrics,
+    dry_run: Arc<dyn JobDryRun>,
+    clock: Arc<dyn Clock>,
+) -> Router {
+    router_with_dry_run_budget(metrics, dry_run, clock, DRY_RUNS_PER_MINUTE)
+}
+
+/// [`router_checking_at`] with at most `per_minute` dry runs a minute.
 pub fn router_with_dry_run_budget(
     metrics: WebhookMetrics,
     dry_run: Arc<dyn JobDryRun>,
+    clock: Arc<dyn Clock>,
     per_minute: u32,
 ) -> Router {
     let budgeted = Budgeted::new(dry_run, per_minute, metrics.clone());
-    routes(metrics, Some(Arc::new(budgeted)))
+    routes(metrics, Some((Arc::new(budgeted), clock)))
 }
 
-fn routes(metrics: WebhookMetrics, dry_run: Option<Arc<dyn JobDryRun>>) -> Router {
+fn routes(
+    metrics: WebhookMetrics,
+    dry_run: Option<(Arc<dyn JobDryRun>, Arc<dyn Clock>)>,
+) -> Router {
     let state = AppState {
         metrics: metrics.clone(),
         dry_run,
@@ -118,8 +134,15 @@ fn harden(routes: Router, metrics: &WebhookMetrics) -> Router {
     )
 }
 
-/// Serve `app` over TLS on `listener` until `shutdown` (see [`crate::https`]); `keep_fresh`
-/// runs alongside. `ready` gets the bound address once the server accepts connections.
+/// The name the TLS server is supervised by.
+pub const SERVER: &str = "webhook server";
+/// The name the certificate's refresher is supervised by.
+pub const REFRESHER: &str = "certificate refresher";
+
+/// Serve `app` over TLS on `listener` until `shutdown` (see [`crate::https`]), and keep the
+/// certificate fresh alongside: two tasks ([`SERVER`], [`REFRESHER`], listed in `tasks`);
+/// either ending before `shutdown` stops the other and is the error. `ready` gets the bound
+/// address once the server accepts connections.
 pub async fn run(
     listener: std::net::TcpListener,
     certs: Loaded,
@@ -127,8 +150,18 @@ pub async fn run(
     (limits, connections): (Limits, ServerMetrics),
     ready: impl FnOnce(std::net::SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
+    tasks: &Tasks,
 ) -> Result<(), WebhookError> {
-    let keep_fresh = tokio::spawn(certs.keep_fresh);
+    let mut set = TaskSet::new(tasks, shutdown.clone());
+    let keep_fresh = certs.keep_fresh;
+    let stop = shutdown.clone();
+    set.spawn(REFRESHER, async move {
+        tokio::select! {
+            () = keep_fresh => {}
+            () = stop.cancelled() => {}
+        }
+        Ok(())
+    });
     let server = Server {
         app,
         tls: certs.config,
@@ -136,9 +169,12 @@ pub async fn run(
         metrics: connections,
         drain: DRAIN_TIMEOUT,
     };
-    let result = crate::https::serve(listener, server, ready, shutdown).await;
-    keep_fresh.abort();
-    result.map_err(WebhookError::Serve)
+    set.spawn(SERVER, async move {
+        crate::https::serve(listener, server, ready, shutdown)
+            .await
+            .map_err(WebhookError::Serve)
+    });
+    Ok(set.supervise().await?)
 }
 
 async fn mutate(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
@@ -173,10 +209,10 @@ async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body:
 /// The API server's verdict on the template of an allowed CronJob, when there is one to ask
 /// for (the dry run counts itself, see [`Budgeted`]); logged when there is none.
 async fn judge_template(state: &AppState, answer: Answer) -> Answer {
-    let Some(dry_run) = state.dry_run.as_deref() else {
+    let Some((dry_run, clock)) = state.dry_run.as_ref() else {
         return answer;
     };
-    let (answer, verdict) = check_template(answer, dry_run, jiff::Timestamp::now()).await;
+    let (answer, verdict) = check_template(answer, dry_run.as_ref(), clock.now()).await;
     if let Some(Verdict::Unknown(why)) = &verdict
         && let Some(skipped) = state.log.allow("dry_run")
     {

@@ -151,9 +151,37 @@ impl Env {
 
     /// The same, with the identity of `kubeconfig`.
     pub fn manager_as(&self, kubeconfig: &Path, extra: &[&str]) -> Manager {
+        self.manager_with_env(kubeconfig, extra, &[])
+    }
+
+    /// The same, with environment variables `vars` set (e.g. the `POD_NAME` and
+    /// `POD_NAMESPACE` a Deployment passes).
+    pub fn manager_with_env(
+        &self,
+        kubeconfig: &Path,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> Manager {
         let n = self.managers.fetch_add(1, Ordering::Relaxed);
         let log = self.logs.join(format!("manager-{n}.log"));
-        Manager::spawn(kubeconfig, &self.namespace, extra, &log)
+        Manager::spawn_with_env(kubeconfig, &self.namespace, extra, vars, &log)
+    }
+
+    /// A token for the ServiceAccount `name` of this namespace from the TokenRequest API
+    /// (`kubectl create token`), and a kubeconfig at `path` that authenticates with it
+    /// against this cluster.
+    pub fn service_account_kubeconfig(&self, name: &str, path: &Path) -> PathBuf {
+        let token = self.kubectl_ok(&[
+            "create",
+            "token",
+            name,
+            "-n",
+            &self.namespace,
+            "--duration",
+            "1h",
+        ]);
+        write_token_kubeconfig(&self.kubeconfig, token.trim(), &self.namespace, path);
+        path.to_path_buf()
     }
 
     /// Run kubectl against this cluster (`-n` is not added).
@@ -164,6 +192,16 @@ impl Env {
     /// Run the `kubectl-kronjob` plugin against this cluster (`-n` is not added).
     pub fn plugin(&self, args: &[&str]) -> Output {
         self.command(Path::new(env!("CARGO_BIN_EXE_kubectl-kronjob")), args)
+    }
+
+    /// Run helm against this cluster.
+    pub fn helm(&self, args: &[&str]) -> Output {
+        self.command(&crate::tools::tool("helm"), args)
+    }
+
+    /// Run helm and return its stdout; panic with its stderr when it fails.
+    pub fn helm_ok(&self, args: &[&str]) -> String {
+        ok(&self.helm(args), "helm", args)
     }
 
     fn command(&self, program: &Path, args: &[&str]) -> Output {
@@ -246,6 +284,20 @@ impl Env {
     }
 }
 
+/// Write a kubeconfig at `path` for the cluster of the kubeconfig `admin` (its server and CA),
+/// authenticating with `token`, with `namespace` as its default.
+pub fn write_token_kubeconfig(admin: &Path, token: &str, namespace: &str, path: &Path) {
+    let text = std::fs::read_to_string(admin).expect("read the admin kubeconfig");
+    let mut config: serde_json::Value =
+        serde_yaml_ng::from_str(&text).expect("the admin kubeconfig is YAML or JSON");
+    config["users"] = json!([{"name": "token", "user": {"token": token}}]);
+    for context in config["contexts"].as_array_mut().into_iter().flatten() {
+        context["context"]["user"] = json!("token");
+        context["context"]["namespace"] = json!(namespace);
+    }
+    std::fs::write(path, config.to_string()).expect("write a kubeconfig");
+}
+
 /// Set a Pod's phase through its status, as the kubelet reports a container's end.
 pub async fn set_pod_phase(pods: &Api<Pod>, name: &str, phase: &str) {
     let now = jiff::Timestamp::now().to_string();
@@ -291,6 +343,17 @@ pub struct Manager {
 impl Manager {
     /// Start the real binary with `kubeconfig`, scoped to `namespace`, logging to `log`.
     pub fn spawn(kubeconfig: &Path, namespace: &str, extra: &[&str], log: &Path) -> Manager {
+        Manager::spawn_with_env(kubeconfig, namespace, extra, &[], log)
+    }
+
+    /// The same, with the environment variables `vars` set.
+    pub fn spawn_with_env(
+        kubeconfig: &Path,
+        namespace: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+        log: &Path,
+    ) -> Manager {
         let (health, metrics) = (free_port().expect("port"), free_port().expect("port"));
         let mut args: Vec<String> = vec![
             "run".into(),
@@ -314,7 +377,8 @@ impl Manager {
             .env(
                 "RUST_LOG",
                 std::env::var("RUST_LOG").unwrap_or_else(|_| "info".into()),
-            );
+            )
+            .envs(vars.iter().copied());
         let proc = Proc::spawn("kronjob run", command, log).expect("start kronjob run");
         Manager {
             proc,
@@ -388,6 +452,26 @@ pub async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     let code = text.split_whitespace().nth(1)?.parse().ok()?;
     let body = text.split_once("\r\n\r\n").map(|(_, b)| b.to_string())?;
     Some((code, body))
+}
+
+/// The sum of the samples of metric `name` in the exposition `text` whose labels include
+/// every pair of `labels` (0 when there is none).
+pub fn metric_sum(text: &str, name: &str, labels: &[(&str, &str)]) -> f64 {
+    text.lines()
+        .filter(|line| !line.starts_with('#'))
+        .filter_map(|line| {
+            let (series, value) = line.rsplit_once(' ')?;
+            let (metric, rest) = match series.split_once('{') {
+                Some((metric, rest)) => (metric, rest),
+                None => (series, ""),
+            };
+            let matches = metric == name
+                && labels
+                    .iter()
+                    .all(|(k, v)| rest.contains(&format!("{k}=\"{v}\"")));
+            matches.then(|| value.parse::<f64>().ok()).flatten()
+        })
+        .sum()
 }
 
 /// Poll `probe` every 250 ms until it gives a value; panic naming `what` after `limit`.

@@ -10,11 +10,22 @@
 //! Without `KUBEBUILDER_ASSETS` every case is skipped with one line saying so; with
 //! `KRONJOB_E2E_REQUIRED=1` (as CI sets it) that is a failure instead.
 
+mod admission;
 mod cronjob;
 mod harness;
+mod install;
 mod leader;
+mod migrate;
+mod missed;
+mod observe;
+mod plugin;
+mod policy;
+mod rbac;
 mod resilience;
+mod schedule;
 mod template;
+#[path = "../tls_support/mod.rs"]
+mod tls_support;
 #[path = "../support/tools.rs"]
 mod tools;
 mod ttl;
@@ -32,6 +43,7 @@ use k8s_openapi::api::admissionregistration::v1::{
     MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
 use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding};
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::api::{Api, DeleteParams, ListParams};
 use kube::runtime::wait::{await_condition, conditions::is_crd_established};
@@ -56,9 +68,17 @@ macro_rules! cases {
 /// Every case of every module.
 fn cases() -> Vec<(&'static str, CaseFn)> {
     [
+        admission::cases(),
         cronjob::cases(),
+        install::cases(),
         leader::cases(),
+        migrate::cases(),
+        missed::cases(),
+        plugin::cases(),
+        policy::cases(),
+        rbac::cases(),
         resilience::cases(),
+        schedule::cases(),
         template::cases(),
         ttl::cases(),
     ]
@@ -174,7 +194,9 @@ fn run_case(name: &'static str, body: CaseFn) -> Result<(), Failed> {
     };
     std::fs::create_dir_all(&ctx.logs).map_err(|e| format!("log folder: {e}"))?;
     let runtime = runtime();
+    let started = std::time::Instant::now();
     let outcome = runtime.block_on(async { tokio::spawn(body(ctx.clone())).await });
+    eprintln!("e2e: {name} took {:.1} s", started.elapsed().as_secs_f64());
     runtime.block_on(delete_namespaces(&ctx));
     match outcome {
         Ok(()) => Ok(()),
@@ -192,7 +214,8 @@ fn run_case(name: &'static str, body: CaseFn) -> Result<(), Failed> {
     }
 }
 
-/// Delete what the case left: its namespaces and its webhook configurations.
+/// Delete what the case left: its namespaces, its webhook configurations, ClusterRoles and
+/// ClusterRoleBindings.
 async fn delete_namespaces(ctx: &Ctx) {
     let Ok(client) = kronjob_envtest::client_from(&ctx.kubeconfig).await else {
         return;
@@ -202,10 +225,14 @@ async fn delete_namespaces(ctx: &Ctx) {
     let dp = DeleteParams::background();
     let namespaces: Api<Namespace> = Api::all(client.clone());
     let mutating: Api<MutatingWebhookConfiguration> = Api::all(client.clone());
-    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client);
+    let validating: Api<ValidatingWebhookConfiguration> = Api::all(client.clone());
+    let roles: Api<ClusterRole> = Api::all(client.clone());
+    let bindings: Api<ClusterRoleBinding> = Api::all(client);
     let _ = tokio::time::timeout(Duration::from_secs(30), async {
         let _ = mutating.delete_collection(&dp, &lp).await;
         let _ = validating.delete_collection(&dp, &lp).await;
+        let _ = bindings.delete_collection(&dp, &lp).await;
+        let _ = roles.delete_collection(&dp, &lp).await;
         let _ = namespaces.delete_collection(&dp, &lp).await;
     })
     .await;

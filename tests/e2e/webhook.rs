@@ -14,6 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kronjob_envtest::free_port;
 use kube::api::{Api, DeleteParams, PostParams};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
+use serde_json::{Value, json};
 
 use crate::harness::{CASE_LABEL, Ctx, Env, Manager};
 
@@ -23,6 +24,12 @@ pub struct Webhook {
     /// The manager (stopped when this is dropped).
     #[allow(dead_code)]
     pub manager: Manager,
+    /// The loopback port it serves on.
+    #[allow(dead_code)]
+    pub port: u16,
+    /// The PEM of the CA its certificate (for `127.0.0.1`) is signed by.
+    #[allow(dead_code)]
+    pub ca: String,
     names: String,
     client: kube::Client,
 }
@@ -49,6 +56,8 @@ impl Webhook {
         install(ctx, env, &names, port, &ca).await;
         Webhook {
             manager,
+            port,
+            ca,
             names,
             client: env.client.clone(),
         }
@@ -181,4 +190,43 @@ async fn install(ctx: &Ctx, env: &Env, name: &str, port: u16, ca: &str) {
         },
     )
     .await;
+}
+
+/// An `AdmissionReview` of a CronJob as the API server sends it: `operation` (`CREATE` or
+/// `UPDATE`) of `object` (with `old` on update) in `namespace`.
+pub fn review(operation: &str, namespace: &str, object: &Value, old: Option<&Value>) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "3f7c1a52-0d4e-4b8e-9a51-6c2d3e4f5a6b",
+            "kind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
+            "resource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
+            "requestKind": {"group": "batch.kronjob.dev", "version": "v1", "kind": "CronJob"},
+            "requestResource": {"group": "batch.kronjob.dev", "version": "v1", "resource": "cronjobs"},
+            "name": object.pointer("/metadata/name").and_then(Value::as_str).unwrap_or_default(),
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": "admin", "groups": ["system:masters", "system:authenticated"]},
+            "object": object,
+            "oldObject": old,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+}
+
+/// POST `body` to `path` of a webhook on 127.0.0.1:`port` over TLS, trusting only `ca` and
+/// checking the certificate is for `server_name`: the HTTP status and the body.
+pub async fn post(
+    ca: &str,
+    port: u16,
+    server_name: &str,
+    path: &str,
+    body: String,
+) -> (u16, String) {
+    let client = crate::tls_support::Client::new(ca);
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let (status, body) = client.post(addr, server_name, path, body).await;
+    (status, String::from_utf8_lossy(&body).into_owned())
 }

@@ -30,6 +30,11 @@ pub fn t(s: &str) -> Timestamp {
     s.parse().unwrap_or_else(|e| panic!("timestamp {s:?}: {e}"))
 }
 
+/// A Kubernetes `Time` from RFC 3339.
+pub fn time(s: &str) -> Time {
+    Time(t(s))
+}
+
 /// The default CronJob with `schedule`.
 pub fn cronjob(schedule: &str) -> CronJob {
     let mut cj = CronJob::new(
@@ -138,11 +143,7 @@ impl CronJobFixture for CronJob {
     }
     fn running(mut self, jobs: &[&Job]) -> Self {
         let status = self.status.get_or_insert_with(Default::default);
-        status.set_active(
-            jobs.iter()
-                .map(|j| kronjob::controller::jobs::job_ref(j))
-                .collect(),
-        );
+        status.set_active(jobs.iter().map(|j| kronjob::job::job_ref(j)).collect());
         self
     }
     fn status(mut self, status: CronJobStatus) -> Self {

@@ -5,7 +5,9 @@
 // Every crate that includes this module uses a different part of it.
 #![allow(dead_code)]
 
+pub mod admission;
 pub mod api_script;
 pub mod fixtures;
+pub mod http;
 pub mod sim;
 pub mod upstream;

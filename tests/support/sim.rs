@@ -74,7 +74,7 @@ pub struct Running {
     /// Its metrics.
     pub metrics: ReconcilerMetrics,
     /// The controller's task.
-    pub task: tokio::task::JoinHandle<Result<(), kronjob::controller::Stopped>>,
+    pub task: tokio::task::JoinHandle<Result<(), kronjob::task::TaskError>>,
     /// Resolved once its caches have synced.
     pub synced: tokio::sync::oneshot::Receiver<()>,
 }
@@ -88,6 +88,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
         instance: Some("test".into()),
         gate: Default::default(),
         shard: Default::default(),
+        tasks: Default::default(),
     };
     let args = ReconcilerArgs {
         concurrency,

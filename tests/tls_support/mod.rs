@@ -204,7 +204,7 @@ pub async fn serve_dir(
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = tokio::spawn(kronjob::webhook::serve(
         args,
-        None,
+        kronjob::webhook::Env::local(),
         metrics,
         move |addr| {
             let _ = tx.send(addr);

@@ -16,7 +16,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::api::validation::{Operation, invalid_message, validate};
-use crate::api::{ConcurrencyPolicy, CronJob, CronJobSpec};
+use crate::api::{
+    ANNOTATION_LAST_APPLIED as LAST_APPLIED, ConcurrencyPolicy, CronJob, CronJobSpec,
+};
 use crate::schedule::Schedule;
 
 /// Annotation naming the API the CronJob was migrated from (value `batch/v1`).
@@ -29,8 +31,6 @@ pub const ANNOTATION_ORIGINAL_SUSPEND: &str = "batch.kronjob.dev/original-suspen
 pub const ANNOTATION_MIGRATION: &str = "batch.kronjob.dev/migration";
 /// The value of [`ANNOTATION_MIGRATED_FROM`].
 pub const BATCH_V1: &str = "batch/v1";
-/// The annotation `kubectl apply` leaves; not carried over.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 /// The API whose types decide which job template fields survive.
 const TYPES_VERSION: &str = "Kubernetes 1.33";
 

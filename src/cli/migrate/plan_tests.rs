@@ -50,9 +50,7 @@ fn with(mut value: Value, pointer: &str, set: Value) -> Value {
     value
 }
 
-fn t(s: &str) -> Timestamp {
-    s.parse().expect("timestamp")
-}
+use crate::testing::fixtures::t;
 
 fn migrate(original: &Value, migrated: Option<&CronJob>, delete_original: bool) -> Plan {
     let found = Found {

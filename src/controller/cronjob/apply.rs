@@ -8,16 +8,16 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{DeleteParams, Patch, PatchParams, PostParams, Preconditions, PropagationPolicy};
+use kube::api::{Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::events::EventType;
 use kube::{Api, Resource};
 
+use super::context::Context;
+use super::error::Error;
 use super::plan::manual::Manual;
-use super::plan::{Action, Plan, Run, events, refuse_template};
-use super::template::refusal_message;
-use super::{Context, Error};
+use super::plan::{Action, Plan, Run, events};
 use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
-use crate::controller::jobs::{controller_uid, job_ref};
+use crate::job::{self, Deletion, job_ref, refusal_message};
 
 /// What applying a plan produced.
 #[derive(Debug)]
@@ -57,22 +57,13 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         invalid_template: false,
     };
     if let Some(run) = run {
-        match run_slot(ctx, cj, &on, run, &mut applied.status).await {
-            Ok(()) => {}
-            Err(Error::Kube(kube::Error::Api(refused))) if refused.code == 422 => {
-                let message = refusal_message(&refused);
-                let now = ctx.clock.now();
-                if let Some(Action::Event {
-                    type_,
-                    reason,
-                    note,
-                }) = refuse_template(&mut applied.status, cj, &message, now)
-                {
-                    ctx.outbox.event(&on, type_, reason, note);
-                }
+        let result = run_slot(ctx, cj, &on, run, &mut applied.status).await;
+        match result.as_ref().err().and_then(Error::refused) {
+            Some(message) => {
+                super::template::refused(ctx, cj, &on, &mut applied.status, &message);
                 applied.invalid_template = true;
             }
-            Err(e) => applied.error = Some(e),
+            None => applied.error = result.err(),
         }
     }
     if let Some(manual) = manual
@@ -115,16 +106,11 @@ async fn replace(
     running: &ObjectReference,
 ) -> Result<(), Error> {
     let name = running.name.clone().unwrap_or_default();
-    let params = DeleteParams {
-        propagation_policy: Some(PropagationPolicy::Background),
-        preconditions: running.uid.clone().map(|uid| Preconditions {
-            uid: Some(uid),
-            resource_version: None,
-        }),
-        ..DeleteParams::default()
-    };
-    match jobs.delete(&name, &params).await {
-        Ok(_) => {
+    let uid = running.uid.as_deref();
+    match job::delete_guarded(jobs, &name, uid, PropagationPolicy::Background).await {
+        // Gone, or the name now belongs to another Job: the listed one no longer runs.
+        Ok(Deletion::Gone | Deletion::Replaced) => Ok(()),
+        Ok(Deletion::Deleted) => {
             ctx.metrics.deleted(super::metrics::DELETED_REPLACE).inc();
             ctx.index
                 .forget(running.namespace.as_deref().unwrap_or_default(), &name);
@@ -136,8 +122,6 @@ async fn replace(
             );
             Ok(())
         }
-        // Gone, or the name now belongs to another Job: the listed one no longer runs.
-        Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => Ok(()),
         Err(e) => {
             ctx.outbox.event(
                 on,
@@ -193,9 +177,8 @@ async fn create(
         }
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let existing = jobs.get(&name).await.map_err(Error::Kube)?;
-            let ours = controller_uid(&existing).is_some()
-                && controller_uid(&existing) == cj.metadata.uid.as_deref();
-            if ours {
+            let uid = cj.metadata.uid.as_deref().unwrap_or_default();
+            if job::controlled_by(&existing, uid) {
                 // A restart (or a lagging cache) between create and status write: adopt, so
                 // the slot never runs twice.
                 record(status, &existing);
@@ -212,8 +195,7 @@ async fn create(
         }
         Err(e) => {
             // A refusal as invalid is reported once, as InvalidJobTemplate, by the caller.
-            let invalid = matches!(&e, kube::Error::Api(s) if s.code == 422);
-            if !is_namespace_terminating(&e) && !invalid {
+            if !is_namespace_terminating(&e) && job::invalid(&e).is_none() {
                 ctx.outbox.event(
                     on,
                     EventType::Warning,
@@ -247,21 +229,17 @@ async fn run_manual(
             }
             // Created by an earlier reconcile whose removal of the request failed.
             Err(kube::Error::Api(s)) if s.is_already_exists() => {}
-            // The template makes no valid Job: say so and drop the request (retrying cannot
-            // help; a new trigger after fixing the spec can).
-            Err(kube::Error::Api(s)) if s.code == 422 => {
-                let note = format!(
-                    "Error creating job {name} (manual run): {}",
-                    refusal_message(&s)
-                );
-                ctx.outbox
-                    .event(on, EventType::Warning, events::FAILED_CREATE, note);
-            }
             Err(e) => {
-                let note = format!("Error creating job {name} (manual run): {e}");
+                // The template makes no valid Job: say so and drop the request (retrying
+                // cannot help; a new trigger after fixing the spec can).
+                let refused = job::invalid(&e).map(refusal_message);
+                let why = refused.clone().unwrap_or_else(|| e.to_string());
+                let note = format!("Error creating job {name} (manual run): {why}");
                 ctx.outbox
                     .event(on, EventType::Warning, events::FAILED_CREATE, note);
-                return Err(Error::Kube(e));
+                if refused.is_none() {
+                    return Err(Error::Kube(e));
+                }
             }
         }
     }

@@ -7,25 +7,29 @@ use std::time::Duration;
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::Client;
 use kube::runtime::reflector::ObjectRef;
-use tokio_util::sync::CancellationToken;
 
 use super::metrics::ReconcilerMetrics;
 use super::outbox::{self, Outbox};
 use super::plan::PlanConfig;
 use super::writer::StatusWriter;
 use crate::api::CronJob;
+use crate::backoff::Failures;
 use crate::clock::Clock;
 use crate::controller::Shared;
-use crate::controller::backoff::Failures;
 use crate::controller::gate::Gate;
 use crate::controller::index::OwnerIndex;
 use crate::controller::shard::ShardView;
+use crate::task::{TaskError, TaskSet};
 use crate::telemetry::Throttle;
 
 /// Status writers running at once.
 pub const STATUS_WRITERS: usize = 16;
 /// Outbox workers (Events, history deletes) running at once.
 pub const OUTBOX_WORKERS: usize = 16;
+/// The name the status writers are supervised by.
+pub const STATUS_WRITER: &str = "status writer";
+/// The name the outbox's workers are supervised by.
+pub const OUTBOX: &str = "outbox";
 /// After the controller stops, how long the background workers may still send what is queued.
 pub const FLUSH: Duration = Duration::from_secs(2);
 
@@ -75,12 +79,20 @@ pub struct Background {
 }
 
 impl Background {
-    /// Run until `stop`, then send what is still queued for at most [`FLUSH`].
-    pub async fn run(self, stop: CancellationToken) {
-        tokio::join!(
-            self.status.run(STATUS_WRITERS, stop.clone(), FLUSH),
-            self.outbox.run(OUTBOX_WORKERS, stop, FLUSH),
-        );
+    /// Run the status writers and the outbox's workers in `tasks` until its stop, then send
+    /// what is still queued for at most [`FLUSH`].
+    pub fn spawn(self, tasks: &mut TaskSet<TaskError>) {
+        let stop = tasks.stop();
+        let status = self.status.run(STATUS_WRITERS, stop.clone(), FLUSH);
+        tasks.spawn(STATUS_WRITER, async move {
+            status.await;
+            Ok(())
+        });
+        let outbox = self.outbox.run(OUTBOX_WORKERS, stop, FLUSH);
+        tasks.spawn(OUTBOX, async move {
+            outbox.await;
+            Ok(())
+        });
     }
 }
 

@@ -18,14 +18,14 @@ pub const DURATION_BUCKETS: [f64; 10] =
 /// Label set of the error counter: a fixed category, never a message.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ErrorLabels {
-    /// See [`super::Error::category`].
+    /// See [`super::error::Error::category`].
     pub category: &'static str,
 }
 
 /// Label set of the template-check counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// `valid`, `invalid`, `timeout` or `error` (see [`super::template::Verdict::label`]).
+    /// `valid`, `invalid`, `timeout` or `error` (see [`crate::job::Verdict::label`]).
     pub result: &'static str,
 }
 
@@ -85,7 +85,7 @@ impl ReconcilerMetrics {
         for reason in [DELETED_HISTORY, DELETED_REPLACE] {
             drop(m.jobs_deleted.get_or_create(&DeleteLabels { reason }));
         }
-        for result in super::template::Verdict::LABELS {
+        for result in crate::job::Verdict::LABELS {
             drop(m.template_dry_runs.get_or_create(&ResultLabels { result }));
         }
         registry.register(

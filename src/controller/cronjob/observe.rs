@@ -6,9 +6,10 @@ use std::sync::Arc;
 use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 
-use super::{Context, Error};
+use super::context::Context;
+use super::error::Error;
 use crate::api::CronJob;
-use crate::controller::jobs;
+use crate::job;
 
 /// The Jobs of `cj` to plan with.
 pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Job>>, Error> {
@@ -31,7 +32,7 @@ pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Job>>, Error
         if let Some(mut job) = api.get_opt(name).await.map_err(Error::Kube)?
             && job.metadata.uid == r.uid
         {
-            jobs::slim(&mut job);
+            job::slim(&mut job);
             jobs.push(Arc::new(job));
         }
     }

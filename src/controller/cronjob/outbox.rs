@@ -11,8 +11,8 @@ use futures::StreamExt;
 use futures::channel::mpsc::{self, Receiver, Sender, UnboundedSender};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
-use kube::api::{DeleteParams, Preconditions, PropagationPolicy};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::api::PropagationPolicy;
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client};
 use prometheus_client::metrics::counter::Counter;
@@ -20,9 +20,11 @@ use tokio_util::sync::CancellationToken;
 
 use super::plan::events;
 use crate::api::CronJob;
-use crate::controller::backoff::retry_delay;
+use crate::backoff::retry_delay;
+use crate::controller::events::Recorder;
 use crate::controller::gate::Gate;
 use crate::controller::index::OwnerIndex;
+use crate::job::{Deletion, delete_guarded};
 use crate::telemetry::Throttle;
 
 /// Work items held at most; beyond, new ones are dropped and counted.
@@ -233,16 +235,11 @@ impl Shared {
 
     async fn delete(&self, cronjob: &ObjectReference, namespace: &str, name: &str, uid: &str) {
         let jobs: Api<Job> = Api::namespaced(self.client.clone(), namespace);
-        let params = DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(uid.to_string()),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        };
-        let (type_, reason, note) = match jobs.delete(name, &params).await {
-            Ok(_) => {
+        let deleted = delete_guarded(&jobs, name, Some(uid), PropagationPolicy::Background).await;
+        let (type_, reason, note) = match deleted {
+            // Gone already, or the name now belongs to another Job: nothing to delete.
+            Ok(Deletion::Gone | Deletion::Replaced) => return,
+            Ok(Deletion::Deleted) => {
                 self.deleted.inc();
                 self.index.forget(namespace, name);
                 (
@@ -251,8 +248,6 @@ impl Shared {
                     format!("Deleted job {name}"),
                 )
             }
-            // Gone already, or the name now belongs to another Job: nothing to delete.
-            Err(kube::Error::Api(s)) if s.is_not_found() || s.is_conflict() => return,
             Err(e) => {
                 // Plan again later: the Job is still there, so the next reconcile deletes it.
                 if let (Some(name), Some(ns)) = (cronjob.name.clone(), cronjob.namespace.clone()) {

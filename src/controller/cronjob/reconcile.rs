@@ -9,46 +9,11 @@ use kube::ResourceExt;
 use kube::runtime::controller::Action;
 use kube::runtime::reflector::ObjectRef;
 
-use super::template::{self, JobDryRun, Verdict};
-use super::{Context, apply, metrics, observe, plan};
+use super::context::Context;
+use super::error::Error;
+use super::{apply, metrics, observe, plan, template};
 use crate::api::CronJob;
-use crate::controller::backoff::retry_delay;
-
-/// Errors of the CronJob reconciler.
-#[derive(thiserror::Error, Debug)]
-pub enum Error {
-    /// An API call failed.
-    #[error("kubernetes API error: {0}")]
-    Kube(#[source] kube::Error),
-    /// The CronJob lacks a field the API always sets (name, namespace, UID).
-    #[error("CronJob is missing {0}")]
-    MissingField(&'static str),
-    /// The CronJob does not exist.
-    #[error("CronJob {0} not found")]
-    NotFound(String),
-}
-
-impl Error {
-    /// A fixed, low-cardinality category for metrics and logs.
-    pub fn category(&self) -> &'static str {
-        match self {
-            Error::Kube(kube::Error::Api(s)) if s.is_conflict() => "api_conflict",
-            Error::Kube(kube::Error::Api(s)) if s.is_not_found() => "api_not_found",
-            Error::Kube(kube::Error::Api(s)) if s.is_forbidden() => "api_forbidden",
-            Error::Kube(kube::Error::Api(s)) if s.is_invalid() => "api_invalid",
-            Error::Kube(kube::Error::Api(s)) if s.code >= 500 || s.code == 429 => "api_server",
-            Error::Kube(kube::Error::Api(_)) => "api_other",
-            Error::Kube(_) => "transport",
-            Error::MissingField(_) => "invalid_object",
-            Error::NotFound(_) => "not_found",
-        }
-    }
-
-    /// Whether retrying without a change to the object cannot help.
-    pub fn is_permanent(&self) -> bool {
-        matches!(self, Error::MissingField(_))
-    }
-}
+use crate::backoff::retry_delay;
 
 /// Reconcile one CronJob: observe, plan, apply, and write status once if it changed. A
 /// CronJob another replica schedules (`--sharding`) is left alone: it is reconciled again
@@ -83,7 +48,7 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
     let cj = ctx.status.view(cached);
     let now = ctx.clock.now();
     let jobs = observe::observe(ctx, &cj).await?;
-    let plan = checked_plan(ctx, &cj, &jobs, now).await;
+    let plan = template::checked_plan(ctx, &cj, &jobs, now).await;
     let requeue = plan.requeue_after;
     let applied = apply::apply(ctx, &cj, plan).await;
     let requeue = if applied.invalid_template {
@@ -102,55 +67,6 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
         Some(d) => crate::controller::requeue(d),
         None => Action::await_change(),
     })
-}
-
-/// The plan, once the template of the CronJob's generation is checked: the first time a
-/// generation that schedules Jobs is seen (its status records no check yet), one dry-run create
-/// of the Job it would make. A refusal (422) plans `Ready=False` `InvalidJobTemplate` and no
-/// Job; any other answer plans as usual (a create still refused is caught then).
-async fn checked_plan(
-    ctx: &Context,
-    cj: &CronJob,
-    jobs: &[Arc<k8s_openapi::api::batch::v1::Job>],
-    now: jiff::Timestamp,
-) -> plan::Plan {
-    let planned = plan::plan(cj, jobs, now, &ctx.config);
-    if plan::recorded_template_check(cj) != plan::TemplateCheck::Unchecked
-        || !plan::schedules(&planned)
-    {
-        return planned;
-    }
-    let job = match &planned.run {
-        Some(run) => Some((*run.job).clone()),
-        None => plan::scheduling::inputs(cj).ok().and_then(|(_, tz)| {
-            let at = planned
-                .status
-                .next_schedule_time
-                .as_ref()
-                .map_or(now, |t| t.0);
-            plan::job_for_check(cj, at, &tz, &ctx.config)
-        }),
-    };
-    let Some(job) = job else {
-        return planned;
-    };
-    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    let verdict = ctx.client.dry_run(namespace, &job).await;
-    ctx.metrics.template_checked(verdict.label());
-    match verdict {
-        Verdict::Invalid(status) => {
-            let message = template::refusal_message(&status);
-            tracing::info!(cronjob = %cj.name_any(), %message, "Job template refused");
-            plan::plan_checked(cj, jobs, now, &ctx.config, Some(&message))
-        }
-        Verdict::Unknown(why) => {
-            if let Some(skipped) = ctx.log.allow("template_check") {
-                tracing::warn!(cronjob = %cj.name_any(), reason = ?why, skipped, "could not check the Job template; going on");
-            }
-            planned
-        }
-        Verdict::Valid => planned,
-    }
 }
 
 /// What to do after a failed reconcile: permanent errors wait for an edit; transient ones

@@ -254,13 +254,10 @@ impl Collector for CronJobSeries {
 mod tests {
     use super::*;
     use crate::api::{CronJobSpec, CronJobStatus};
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
     use kube::runtime::watcher::Event;
     use prometheus_client::registry::Registry;
 
-    fn ts(s: &str) -> Time {
-        Time(s.parse().expect("timestamp"))
-    }
+    use crate::testing::fixtures::time as ts;
 
     fn cronjob(namespace: &str, name: &str, schedule: &str, status: CronJobStatus) -> CronJob {
         let spec: CronJobSpec = serde_json::from_value(serde_json::json!({

@@ -98,9 +98,7 @@ pub fn status_patch(status: &CronJobStatus) -> serde_json::Value {
 mod tests {
     use super::*;
 
-    fn t(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
+    use crate::testing::fixtures::t;
 
     #[test]
     fn transition_time_moves_only_on_status_flip() {

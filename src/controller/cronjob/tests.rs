@@ -1,5 +1,6 @@
 //! Mock-API tests: the exact requests of a reconcile and its background work, and nothing else.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -29,8 +30,7 @@ const STATUS: &str = "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/cj/statu
 struct Harness {
     ctx: Arc<Context>,
     requests: UnboundedReceiver<ObjectRef<CronJob>>,
-    stop: CancellationToken,
-    background: tokio::task::JoinHandle<()>,
+    background: crate::task::TaskSet<crate::task::TaskError>,
 }
 
 impl Harness {
@@ -85,16 +85,16 @@ impl Harness {
             instance: None,
             gate: Default::default(),
             shard,
+            tasks: Default::default(),
         };
         let metrics = ReconcilerMetrics::new(&mut Default::default());
         let (ctx, background, requests) = Context::new(&shared, metrics, config, index);
-        let stop = CancellationToken::new();
-        let background = tokio::spawn(background.run(stop.clone()));
+        let mut workers = crate::task::TaskSet::new(&shared.tasks, CancellationToken::new());
+        background.spawn(&mut workers);
         let harness = Self {
             ctx: Arc::new(ctx),
             requests,
-            stop,
-            background,
+            background: workers,
         };
         (harness, script)
     }
@@ -112,8 +112,11 @@ impl Harness {
     async fn verdict(self, server: tokio::task::JoinHandle<()>) -> Arc<Context> {
         // Let queued background work reach the mock before stopping.
         tokio::time::sleep(Duration::from_millis(300)).await;
-        self.stop.cancel();
-        self.background.await.expect("background workers");
+        self.background.stop().cancel();
+        self.background
+            .supervise()
+            .await
+            .expect("background workers");
         server.await.expect("requests as scripted");
         self.ctx
     }
@@ -474,7 +477,7 @@ async fn a_recovered_watch_asks_for_every_failed_cronjob_at_once() {
     let b = ObjectRef::<CronJob>::new("b").within("ns");
     h.ctx.failures.record(&a);
     h.ctx.failures.record(&b);
-    let mut watch = recovery::<(), &str>(h.ctx.clone());
+    let mut watch = driver::recovery::<(), &str>(h.ctx.clone());
     watch(&Ok(()));
     watch(&Err("connection refused"));
     watch(&Err("connection refused"));

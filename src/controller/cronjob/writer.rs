@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::status::status_patch;
 use crate::api::{CronJob, CronJobStatus};
-use crate::controller::backoff::retry_delay;
+use crate::backoff::retry_delay;
 use crate::controller::gate::Gate;
 use crate::telemetry::Throttle;
 

@@ -1,14 +1,14 @@
 //! Pure TTL-after-finished decisions (KEP-592): is an object a candidate, when did it finish,
 //! and how long until it may be deleted. No API calls; the current time is passed in. A Job's
 //! finish (upstream: the `lastTransitionTime` of its `Complete` or `Failed` condition) is
-//! [`jobs::finish`], the definition the CronJob reconciler uses too.
+//! [`crate::job::finish`], the definition the CronJob reconciler uses too.
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::ANNOTATION_POD_TTL;
-use crate::controller::jobs;
+use crate::job as jobs;
 
 /// What the TTL controller should do with one object, as of a given instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -148,9 +148,7 @@ mod tests {
 
     const NOW: &str = "2024-03-10T12:00:00Z";
 
-    fn ts(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
+    use crate::testing::fixtures::t as ts;
 
     fn secs(n: i64) -> SignedDuration {
         SignedDuration::from_secs(n)

@@ -33,14 +33,15 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, future};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
-use kube::api::{Api, DeleteParams, Preconditions, PropagationPolicy};
+use kube::api::{Api, PropagationPolicy};
 use kube::runtime::controller::{Action, Config as ApplierConfig, trigger_self};
-use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, applier, watcher};
 use kube::{Client, Resource, ResourceExt};
@@ -49,11 +50,13 @@ use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
 use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
+use crate::backoff::{self, Failures};
 use crate::clock::Clock;
-use crate::controller::backoff::{self, Failures};
-use crate::controller::jobs;
+use crate::controller::Shared;
+use crate::controller::events::Recorder;
 use crate::controller::shard::{self, ShardView};
-use crate::controller::{Shared, Stopped};
+use crate::job::{self as jobs, Deletion};
+use crate::task::TaskError;
 use decision::{DecisionError, TtlState};
 pub use metrics::{ObjectKind, TtlMetrics};
 use tokio_util::sync::CancellationToken;
@@ -196,8 +199,8 @@ trait TtlObject:
     fn finish_time(&self) -> Option<Timestamp>;
     /// Whether this object is ours to handle under `scope`.
     fn in_scope(&self, scope: TtlScope) -> bool;
-    /// How to delete it: propagation policy plus the UID precondition.
-    fn delete_params(uid: String) -> DeleteParams;
+    /// How its deletion propagates (the UID is always a precondition).
+    const PROPAGATION: PropagationPolicy;
     /// What to watch.
     fn watch_config(scope: TtlScope) -> watcher::Config;
     /// Drop what the decision never reads, before the object enters the cache.
@@ -208,6 +211,7 @@ trait TtlObject:
 
 impl TtlObject for Job {
     const KIND: ObjectKind = ObjectKind::Job;
+    const PROPAGATION: PropagationPolicy = PropagationPolicy::Foreground;
 
     fn ttl_state(&self, now: Timestamp) -> TtlState {
         decision::job_ttl_state(self, now)
@@ -222,17 +226,6 @@ impl TtlObject for Job {
             TtlScope::Owned => jobs::is_controlled_by_kronjob(self),
             TtlScope::All => true,
             TtlScope::Off => false,
-        }
-    }
-
-    fn delete_params(uid: String) -> DeleteParams {
-        DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Foreground),
-            preconditions: Some(Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
         }
     }
 
@@ -256,6 +249,7 @@ impl TtlObject for Job {
 
 impl TtlObject for Pod {
     const KIND: ObjectKind = ObjectKind::Pod;
+    const PROPAGATION: PropagationPolicy = PropagationPolicy::Background;
 
     fn ttl_state(&self, now: Timestamp) -> TtlState {
         decision::pod_ttl_state(self, now)
@@ -268,17 +262,6 @@ impl TtlObject for Pod {
     fn in_scope(&self, _scope: TtlScope) -> bool {
         // Opted in per Pod by the annotation; `--ttl-pods` decides whether we watch at all.
         true
-    }
-
-    fn delete_params(uid: String) -> DeleteParams {
-        DeleteParams {
-            propagation_policy: Some(PropagationPolicy::Background),
-            preconditions: Some(Preconditions {
-                uid: Some(uid),
-                resource_version: None,
-            }),
-            ..DeleteParams::default()
-        }
     }
 
     fn watch_config(_scope: TtlScope) -> watcher::Config {
@@ -447,17 +430,14 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
     let Some(uid) = fresh.uid() else {
         return Err(Error::MissingMetadata { kind, name });
     };
-    match api.delete(&name, &K::delete_params(uid.clone())).await {
-        Ok(_) => {
+    match jobs::delete_guarded(&api, &name, Some(&uid), K::PROPAGATION).await {
+        Ok(Deletion::Deleted) => {
             let delay = ctx.clock.now().duration_since(expired_at);
             ctx.metrics.deleted(K::KIND, delay.as_secs_f64());
             info!(kind, %namespace, %name, %uid, %expired_at, "deleted: TTL after finished expired");
         }
-        Err(kube::Error::Api(status)) if status.is_not_found() => {
-            debug!(kind, %namespace, %name, "already gone");
-        }
-        Err(kube::Error::Api(status)) if status.is_conflict() => {
-            // The UID precondition failed: the name now belongs to a different object.
+        Ok(Deletion::Gone) => debug!(kind, %namespace, %name, "already gone"),
+        Ok(Deletion::Replaced) => {
             debug!(kind, %namespace, %name, %uid, "replaced by a new object; not deleted");
         }
         Err(source) => {
@@ -582,20 +562,34 @@ fn worth_keeping<K: TtlObject>(
     }
 }
 
+/// A watch of one kind and namespace: `listed` resolves once its cache has listed (with how
+/// many objects it holds), `run` reconciles every object that can expire until `shutdown`.
+struct Pipeline {
+    listed: BoxFuture<'static, usize>,
+    run: BoxFuture<'static, ()>,
+}
+
 /// Watch `api` and reconcile every object that can expire, until `shutdown`.
-async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) {
+fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) -> Pipeline {
     let (reader, writer) = reflector::store();
+    let listed = {
+        let reader = reader.clone();
+        async move {
+            let _ = reader.wait_until_ready().await;
+            reader.len()
+        }
+        .boxed()
+    };
     let clock = Arc::clone(&ctx.clock);
     let objects = watcher(api, K::watch_config(ctx.scope))
-        .backoff(super::backoff::watch_backoff())
+        .backoff(backoff::watch_backoff())
         .modify(K::slim)
         .filter(move |event| future::ready(worth_keeping(event, clock.now())))
         .reflect(writer)
         .applied_objects();
     let queue = trigger_self(objects, ()).take_until(shutdown.cancelled_owned());
-    let ctx_log = Arc::clone(&ctx);
-    let ctx_log = &ctx_log.log;
-    applier(
+    let log = Arc::clone(&ctx);
+    let run = applier(
         |obj, ctx| Box::pin(reconcile::<K>(obj, ctx)),
         error_policy::<K>,
         ctx,
@@ -603,12 +597,12 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
         queue,
         ApplierConfig::default().concurrency(CONCURRENCY),
     )
-    .for_each(|result| {
+    .for_each(move |result| {
         match result {
             Ok((obj, action)) => debug!(%obj, ?action, "reconciled"),
             Err(kube::runtime::controller::Error::ReconcilerFailed(..)) => {} // logged by error_policy
             Err(error) => {
-                if let Some(skipped) = ctx_log.allow("watch") {
+                if let Some(skipped) = log.log.allow("watch") {
                     warn!(
                         error = &*crate::telemetry::error_chain(&error),
                         skipped, "TTL watch failed; retrying"
@@ -618,41 +612,63 @@ async fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancel
         }
         future::ready(())
     })
-    .await;
+    .boxed();
+    Pipeline { listed, run }
+}
+
+/// The name the TTL controller is supervised by.
+pub const NAME: &str = "TTL controller";
+
+impl TtlArgs {
+    /// Whether the TTL controller has anything to do (Jobs or Pods).
+    pub fn enabled(&self) -> bool {
+        self.ttl_jobs != TtlScope::Off || self.ttl_pods
+    }
 }
 
 /// Run the TTL-after-finished controller until `shutdown` is cancelled; run it on the leader.
 ///
 /// One watch per kind (Jobs, and Pods with `--ttl-pods`) and namespace in scope, or
-/// cluster-wide. Returns at once if `args` disables both Jobs and Pods.
+/// cluster-wide; `ready` is called once every watch's cache has listed. Returns at once if
+/// `args` disables both Jobs and Pods.
 pub async fn run(
     shared: Shared,
     args: TtlArgs,
     metrics: TtlMetrics,
+    ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
-) -> Result<(), Stopped> {
+) -> Result<(), TaskError> {
     let ctx = Arc::new(Context::new(&shared, metrics, args.ttl_jobs));
     let mut pipelines = Vec::new();
     if args.ttl_jobs != TtlScope::Off {
         for (_, api) in shared.scope.apis::<Job>(&shared.client) {
-            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()).boxed());
+            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()));
         }
     }
     if args.ttl_pods {
         for (_, api) in shared.scope.apis::<Pod>(&shared.client) {
-            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()).boxed());
+            pipelines.push(pipeline::<Pod>(api, ctx.clone(), shutdown.clone()));
         }
     }
     if pipelines.is_empty() {
         info!("TTL-after-finished controller disabled");
         return Ok(());
     }
-    info!(jobs = ?args.ttl_jobs, pods = args.ttl_pods, namespaces = ?shared.scope.namespaces, "TTL-after-finished controller started");
-    future::join_all(pipelines).await;
+    let (listed, runs): (Vec<_>, Vec<_>) = pipelines.into_iter().map(|p| (p.listed, p.run)).unzip();
+    let started = async {
+        let candidates: usize = future::join_all(listed).await.into_iter().sum();
+        info!(jobs = ?args.ttl_jobs, pods = args.ttl_pods, namespaces = ?shared.scope.namespaces, candidates, "TTL-after-finished controller started");
+        ready();
+        future::pending::<()>().await;
+    };
+    tokio::select! {
+        _ = future::join_all(runs) => {}
+        () = started => {}
+    }
     info!("TTL-after-finished controller stopped");
     if shutdown.is_cancelled() {
         Ok(())
     } else {
-        Err(Stopped("TTL-after-finished"))
+        Err(TaskError::Ended(NAME))
     }
 }

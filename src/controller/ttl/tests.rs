@@ -17,9 +17,7 @@ use crate::testing::api_script::{Expect, Script, mock_client};
 
 const NOW: &str = "2024-03-10T12:00:00Z";
 
-fn ts(s: &str) -> Timestamp {
-    s.parse().expect("timestamp")
-}
+use crate::testing::fixtures::t as ts;
 
 struct Harness {
     ctx: Arc<Context>,
@@ -45,6 +43,7 @@ impl Harness {
             instance: None,
             gate: Default::default(),
             shard,
+            tasks: Default::default(),
         };
         let ctx = Arc::new(Context::new(&shared, metrics, scope));
         Self {
@@ -520,6 +519,7 @@ async fn run_returns_at_once_when_everything_is_off() {
         instance: None,
         gate: Default::default(),
         shard: Default::default(),
+        tasks: Default::default(),
     };
     let result = tokio::time::timeout(
         Duration::from_secs(1),
@@ -527,12 +527,13 @@ async fn run_returns_at_once_when_everything_is_off() {
             shared,
             args,
             TtlMetrics::new(&mut registry),
+            || {},
             CancellationToken::new(),
         ),
     )
     .await
     .expect("returns without waiting for shutdown");
-    assert_eq!(result, Ok(()), "disabled is not a failure");
+    assert!(result.is_ok(), "disabled is not a failure: {result:?}");
 }
 
 #[test]
@@ -575,8 +576,14 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         instance: None,
         gate: Default::default(),
         shard: Default::default(),
+        tasks: Default::default(),
     };
-    let controller = tokio::spawn(run(shared, args, metrics, stop.clone()));
+    let (synced, mut listed) = tokio::sync::oneshot::channel();
+    let ready = move || {
+        let _ = synced.send(());
+    };
+    let controller = tokio::spawn(run(shared, args, metrics, ready, stop.clone()));
+    assert!(listed.try_recv().is_err(), "not synced before the list");
 
     let mut unowned = job_json("other-uid", 0, NOW);
     unowned["metadata"]["name"] = json!("other");
@@ -629,6 +636,10 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         );
     }
     assert_eq!(&seen[..1], ["LIST"], "{seen:?}");
+    tokio::time::timeout(Duration::from_secs(2), listed)
+        .await
+        .expect("synced once listed")
+        .expect("ready called");
     assert_eq!(
         seen.iter().filter(|s| *s == "GET").count(),
         1,
@@ -640,7 +651,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         .await
         .expect("run returns after shutdown")
         .expect("run does not panic");
-    assert_eq!(result, Ok(()), "asked to stop");
+    assert!(result.is_ok(), "asked to stop: {result:?}");
     drop(held_watches);
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");

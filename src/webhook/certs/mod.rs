@@ -11,6 +11,7 @@ pub mod dir;
 pub mod self_signed;
 
 use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum_server::tls_rustls::RustlsConfig;
@@ -20,6 +21,7 @@ use futures::future::BoxFuture;
 pub use self_signed::{MUTATING_CONFIG, SelfSigned, VALIDATING_CONFIG};
 
 use super::tls::{self, TlsError};
+use crate::clock::Clock;
 
 /// Why no usable certificate could be had.
 #[derive(Debug, thiserror::Error)]
@@ -80,7 +82,8 @@ impl std::fmt::Debug for Loaded {
 
 impl Source {
     /// Load the certificate now (read the directory, or provision through the API).
-    pub async fn load(self) -> Result<Loaded, CertError> {
+    /// `clock` tells a self-provisioned certificate's age.
+    pub async fn load(self, clock: Arc<dyn Clock>) -> Result<Loaded, CertError> {
         match self {
             Source::Directory { dir, every } => {
                 let (config, pair) = dir::load(&dir).await?;
@@ -89,7 +92,7 @@ impl Source {
                 Ok(Loaded { config, keep_fresh })
             }
             Source::SelfSigned(provisioner) => {
-                let bundle = provisioner.ensure(jiff::Timestamp::now()).await?;
+                let bundle = provisioner.ensure(clock.now()).await?;
                 let config = RustlsConfig::from_config(tls::server_config(
                     bundle.cert_pem.as_bytes(),
                     bundle.key_pem.as_bytes(),
@@ -97,6 +100,7 @@ impl Source {
                 tracing::info!(not_after = %bundle.not_after, "webhook serving a self-provisioned certificate");
                 let keep_fresh = self_signed::keep_fresh(
                     provisioner,
+                    clock,
                     config.clone(),
                     bundle,
                     self_signed::CHECK_INTERVAL,

@@ -10,6 +10,7 @@
 //! [`MUTATING_CONFIG`] and [`VALIDATING_CONFIG`]) is kept equal to the Secret's `ca.crt`.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum_server::tls_rustls::RustlsConfig;
@@ -27,6 +28,7 @@ use rcgen::{
 };
 
 use super::CertError;
+use crate::clock::Clock;
 use crate::webhook::tls;
 
 /// Default name of our MutatingWebhookConfiguration (`--webhook-mutating-configuration`).
@@ -433,6 +435,7 @@ where
 /// until dropped.
 pub async fn keep_fresh(
     provisioner: SelfSigned,
+    clock: Arc<dyn Clock>,
     config: RustlsConfig,
     mut current: Bundle,
     every: Duration,
@@ -442,7 +445,7 @@ pub async fn keep_fresh(
     ticker.tick().await;
     loop {
         ticker.tick().await;
-        match provisioner.ensure(Timestamp::now()).await {
+        match provisioner.ensure(clock.now()).await {
             Ok(bundle) if bundle.cert_pem != current.cert_pem => {
                 match tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes()) {
                     Ok(new) => {

@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{Action, DeleteReason};
 use crate::api::CronJobStatus;
-use crate::controller::jobs::{self, Outcome};
+use crate::job::{self as jobs, Outcome};
 
 /// Raise `lastSuccessfulTime` and `lastFailureTime` to the latest finish among `owned`.
 pub fn record_last_finished(owned: &[&Job], status: &mut CronJobStatus) {

@@ -1,14 +1,15 @@
-//! Step 4: manual runs. `kronjob trigger` asks for one by writing the request time into the
-//! CronJob's [`ANNOTATION_TRIGGER`]; the controller creates the Job, with the same TTL policy
-//! as scheduled runs, then removes the annotation. The Job's name derives from the request, so
+//! Step 4: manual runs. `kubectl kronjob trigger` asks for one by writing the request time into
+//! the CronJob's [`ANNOTATION_TRIGGER`]; the controller creates the Job, with the same TTL
+//! policy as scheduled runs, then removes the annotation. The Job's name derives from the request, so
 //! a request is never run twice, however often it is seen.
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::events::EventType;
 
-use super::{Action, PlanConfig, event, job_from_template};
-use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_TRIGGER, CronJob};
+use super::{Action, PlanConfig, event};
+use crate::api::{ANNOTATION_TRIGGER, CronJob};
+use crate::job;
 
 /// Event reason of a trigger annotation that is not a time.
 pub const INVALID_TRIGGER: &str = "InvalidTrigger";
@@ -20,24 +21,6 @@ pub struct Manual {
     pub request: String,
     /// The Job to create; `None` when it exists already or the request is invalid.
     pub job: Option<Box<Job>>,
-}
-
-/// The name of the manual run requested at `requested`: `<cronjob>-m<unix seconds, base 36>`.
-/// At most 61 characters for a CronJob name of 52, the longest valid one (a Job's name may
-/// have 63), and never the name of a scheduled run (`<cronjob>-<digits>`).
-pub fn manual_job_name(cronjob: &str, requested: Timestamp) -> String {
-    let mut secs = requested.as_second().unsigned_abs();
-    let mut digits = Vec::new();
-    loop {
-        let d = u8::try_from(secs % 36).unwrap_or(0);
-        digits.push(if d < 10 { b'0' + d } else { b'a' + d - 10 });
-        secs /= 36;
-        if secs == 0 {
-            break;
-        }
-    }
-    digits.reverse();
-    format!("{cronjob}-m{}", String::from_utf8_lossy(&digits))
 }
 
 /// The pending manual run of `cj`, if its trigger annotation is set, and the Warning for an
@@ -76,19 +59,14 @@ pub fn requested(
     let Some(cronjob) = cj.metadata.name.as_deref() else {
         return (None, None);
     };
-    let name = manual_job_name(cronjob, at);
+    let name = job::manual_name(cronjob, at);
     if owned
         .iter()
         .any(|j| j.metadata.name.as_deref() == Some(&name))
     {
         return (Some(pending(None)), None);
     }
-    let job = job_from_template(
-        cj,
-        name,
-        (ANNOTATION_INSTANTIATE, "manual".to_string()),
-        cfg.default_job_ttl,
-    );
+    let job = job::manual(cj, at, cfg.default_job_ttl);
     (Some(pending(job.map(Box::new))), None)
 }
 
@@ -97,25 +75,9 @@ mod tests {
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     use super::*;
-    use crate::testing::fixtures::{self, CJ, cronjob, job};
-
-    fn t(s: &str) -> Timestamp {
-        fixtures::t(s)
-    }
-
-    #[test]
-    fn names_fit_every_valid_cronjob_name_and_differ_from_scheduled_ones() {
-        let longest = "a".repeat(52);
-        let name = manual_job_name(&longest, t("2026-11-25T09:40:12Z"));
-        assert_eq!(name, format!("{longest}-mtp1xj0"));
-        assert!(name.len() <= 63, "{}", name.len());
-        // Base 36 keeps to 7 digits for thousands of years.
-        let far = manual_job_name(&longest, t("4000-01-01T00:00:00Z"));
-        assert!(far.len() <= 63, "{far}");
-        assert_eq!(manual_job_name("cj", t("1970-01-01T00:00:35Z")), "cj-mz");
-        assert_eq!(manual_job_name("cj", t("1970-01-01T00:00:36Z")), "cj-m10");
-        assert_eq!(manual_job_name("cj", t("1970-01-01T00:00:00Z")), "cj-m0");
-    }
+    use crate::api::ANNOTATION_INSTANTIATE;
+    use crate::job::manual_name;
+    use crate::testing::fixtures::{CJ, cronjob, job, t};
 
     struct Case {
         what: &'static str,
@@ -132,7 +94,7 @@ mod tests {
             default_job_ttl: Some(600),
         };
         let at = "2026-11-25T09:40:12Z";
-        let name = manual_job_name(CJ, t(at));
+        let name = manual_name(CJ, t(at));
         let existing = job(&name);
         #[rustfmt::skip]
         let cases = [

@@ -5,15 +5,17 @@
 //! 2. [`history`]: the last success and failure, and the finished Jobs beyond the limits;
 //! 3. [`scheduling`]: the time zone, the schedule, suspension, the due slot and the
 //!    concurrency policy;
-//! 4. [`manual`]: a run asked for with `kronjob trigger`;
+//! 4. [`manual`]: a run asked for with `kubectl kronjob trigger`;
 //!
-//! plus [`job`], the Job built from the template. [`plan`] composes them into a [`Plan`].
+//! and [`template`], what the status records of the Job template's check (a refusal by the
+//! API server stops scheduling until the spec changes).
+//! [`plan`] composes them into a [`Plan`]; the Jobs themselves are built by [`crate::job`].
 
 pub mod active;
 pub mod history;
-pub mod job;
 pub mod manual;
 pub mod scheduling;
+pub mod template;
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -24,12 +26,12 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::events::EventType;
 
-pub use job::{job_for_check, job_for_slot, job_from_template, unowned_job};
 pub use scheduling::{MAX_MISSED, NEXT_SCHEDULE_DELTA, Readiness, requeue_for};
+pub use template::{TemplateCheck, recorded_template_check, refuse_template};
 
 use super::status::{self, CONDITION_READY};
 use crate::api::{CronJob, CronJobStatus};
-use crate::controller::jobs::controller_uid;
+use crate::job;
 
 /// Event reasons, as upstream.
 pub mod events {
@@ -182,7 +184,7 @@ pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
     let mut owned: Vec<&Job> = jobs
         .iter()
         .map(|j| j.as_ref())
-        .filter(|j| controller_uid(j) == Some(uid) && j.metadata.namespace == cj.metadata.namespace)
+        .filter(|j| job::controlled_by(j, uid) && j.metadata.namespace == cj.metadata.namespace)
         .collect();
     owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     owned
@@ -193,46 +195,6 @@ pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
 pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -> Plan {
     let recorded = recorded_template_check(cj);
     plan_checked(cj, jobs, now, cfg, recorded.invalid())
-}
-
-/// What the status says of the template of the CronJob's current generation.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum TemplateCheck {
-    /// Not checked for this generation.
-    Unchecked,
-    /// Checked: Jobs are created (a check without verdict counts as passed).
-    Passed,
-    /// The API server refuses the Job the template makes, with this message.
-    Invalid(String),
-}
-
-impl TemplateCheck {
-    /// The refusal's message, if the template is invalid.
-    pub fn invalid(&self) -> Option<&str> {
-        match self {
-            TemplateCheck::Invalid(message) => Some(message),
-            _ => None,
-        }
-    }
-}
-
-/// The template check of `cj`'s generation, from its `Ready` condition: written for this
-/// generation, `InvalidJobTemplate` means refused and `True` means checked (so a restart checks
-/// nothing again); anything else (an older generation, suspended, invalid schedule) means
-/// unchecked.
-pub fn recorded_template_check(cj: &CronJob) -> TemplateCheck {
-    let ready = cj.status.as_ref().and_then(|s| {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == CONDITION_READY && c.observed_generation == cj.metadata.generation)
-    });
-    match ready {
-        Some(c) if c.reason == status::reason::INVALID_JOB_TEMPLATE => {
-            TemplateCheck::Invalid(c.message.clone())
-        }
-        Some(c) if c.status == "True" => TemplateCheck::Passed,
-        _ => TemplateCheck::Unchecked,
-    }
 }
 
 /// Whether the planned status says the CronJob schedules Jobs.
@@ -303,23 +265,9 @@ pub fn plan_checked(
     }
 }
 
-/// A create of the slot's Job was refused as invalid (422) with `message`: record it as the
-/// template check's verdict in `status` (planned from `cj`) and stop scheduling; the Warning
-/// Event to publish, unless the status already said so.
-pub fn refuse_template(
-    status: &mut CronJobStatus,
-    cj: &CronJob,
-    message: &str,
-    now: Timestamp,
-) -> Option<Action> {
-    let old = cj.status.clone().unwrap_or_default();
-    status.next_schedule_time = None;
-    set_ready(status, &old, scheduling::invalid_template(message), cj, now)
-}
-
 /// Record the `Ready` condition; a problem gets a Warning Event once, not on every reconcile it
 /// persists (the condition remembers it).
-fn set_ready(
+pub(super) fn set_ready(
     status: &mut CronJobStatus,
     old: &CronJobStatus,
     readiness: Readiness,

@@ -10,7 +10,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
-use super::{Action, PlanConfig, event, events, job_for_slot};
+use super::{Action, PlanConfig, event, events};
 use crate::api::{ConcurrencyPolicy, CronJob};
 use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
@@ -134,7 +134,7 @@ pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
 }
 
 /// The `Ready` condition of a CronJob whose Job template the API server refuses: `message` is
-/// the API server's.
+/// the API server's (see [`super::template`]).
 pub fn invalid_template(message: &str) -> Readiness {
     Readiness::not_ready(
         reason::INVALID_JOB_TEMPLATE,
@@ -283,7 +283,7 @@ impl Seen<'_> {
         cfg: &PlanConfig,
     ) -> (Option<Run>, Vec<Action>) {
         let mut raised = Vec::new();
-        let Some(job) = job_for_slot(self.cj, slot, tz, cfg) else {
+        let Some(job) = crate::job::for_slot(self.cj, slot, tz, cfg.default_job_ttl) else {
             return (None, raised);
         };
         // Already processed (e.g. created before a restart that lost the status write): the

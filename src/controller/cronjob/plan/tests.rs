@@ -7,14 +7,12 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::*;
 use crate::api::{ANNOTATION_SCHEDULED_AT, CronJobStatus, LABEL_CRONJOB};
 use crate::controller::MAX_REQUEUE;
-use crate::controller::jobs::job_ref;
+use crate::job::job_ref;
 use crate::testing::fixtures::{self, JobFixture};
 
 const ON_THE_HOUR: &str = "0 * * * ?";
 
-fn t(s: &str) -> Timestamp {
-    fixtures::t(s)
-}
+use fixtures::t;
 fn just_before_the_hour() -> Timestamp {
     t("2016-05-19T09:59:00Z")
 }
@@ -211,7 +209,7 @@ fn deleting_history_never_reruns_a_slot() {
 fn job_for_due_slot_already_in_cache_is_adopted_not_recreated() {
     let cj = cronjob(ON_THE_HOUR);
     let slot = top_of_the_hour();
-    let mut job = job_for_slot(&cj, slot, &TimeZone::UTC, &PlanConfig::default()).expect("job");
+    let mut job = crate::job::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
     job.metadata.uid = Some("u1".into());
     let p = plan(
         &cj,

@@ -1,16 +1,16 @@
-//! What the controllers know about a Job, defined once: which CronJob controls it, whether and
-//! when it finished, the reference kept in `status.active`, and the slim copy kept in caches.
-//! Pure: no API calls, no clock.
+//! Reading a Job, defined once for the controllers and the commands: which CronJob controls
+//! it, whether and when it finished, which run it was for, the reference kept in
+//! `status.active`, and the slim copy kept in caches. Pure: no API calls, no clock.
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use kube::Resource;
 
-use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
-
-/// The annotation `kubectl apply` leaves on objects; large and never read by the controllers.
-const LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
+use crate::api::{
+    ANNOTATION_INSTANTIATE, ANNOTATION_LAST_APPLIED as LAST_APPLIED, ANNOTATION_SCHEDULED_AT,
+    CronJob,
+};
 
 /// UID of the kronjob CronJob controlling `job`: its controller owner reference of kind
 /// `CronJob` in our group and version, if any.
@@ -30,13 +30,39 @@ pub fn is_controlled_by_kronjob(job: &Job) -> bool {
     controller_uid(job).is_some()
 }
 
+/// Whether the kronjob CronJob of UID `uid` controls `job` (a label alone can be copied; an
+/// empty UID controls nothing).
+pub fn controlled_by(job: &Job, uid: &str) -> bool {
+    !uid.is_empty() && controller_uid(job) == Some(uid)
+}
+
+/// Which run a Job was created for, as its annotations say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Ran<'a> {
+    /// A slot: the scheduled time, RFC 3339 in the CronJob's zone.
+    Scheduled(&'a str),
+    /// A manual run (`kubectl kronjob trigger`, or `kubectl create job --from`).
+    Manual,
+    /// Neither mark: not created by kronjob.
+    Unknown,
+}
+
+/// The run `job` was created for.
+pub fn ran_for(job: &Job) -> Ran<'_> {
+    let annotations = job.metadata.annotations.as_ref();
+    if let Some(at) = annotations.and_then(|a| a.get(ANNOTATION_SCHEDULED_AT)) {
+        return Ran::Scheduled(at);
+    }
+    match annotations.and_then(|a| a.get(ANNOTATION_INSTANTIATE)) {
+        Some(value) if value == "manual" => Ran::Manual,
+        _ => Ran::Unknown,
+    }
+}
+
 /// Whether a Job carries the marks of kronjob: the scheduled-time annotation of a scheduled
 /// run, or the `instantiate: manual` annotation of a manual run.
 pub fn created_by_kronjob(job: &Job) -> bool {
-    job.metadata.annotations.as_ref().is_some_and(|a| {
-        a.contains_key(ANNOTATION_SCHEDULED_AT)
-            || a.get(ANNOTATION_INSTANTIATE).map(String::as_str) == Some("manual")
-    })
+    ran_for(job) != Ran::Unknown
 }
 
 /// How a Job ended.
@@ -120,9 +146,7 @@ mod tests {
     use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
-    fn t(s: &str) -> Timestamp {
-        s.parse().expect("timestamp")
-    }
+    use crate::testing::fixtures::t;
 
     fn owned_by(api_version: &str, kind: &str, controller: Option<bool>) -> Job {
         Job {
@@ -160,6 +184,46 @@ mod tests {
             assert_eq!(is_controlled_by_kronjob(&job), want.is_some());
         }
         assert_eq!(controller_uid(&Job::default()), None);
+        let ours = owned_by("batch.kronjob.dev/v1", "CronJob", Some(true));
+        assert!(controlled_by(&ours, "u1"));
+        assert!(!controlled_by(&ours, "u2"));
+        assert!(!controlled_by(&Job::default(), ""));
+    }
+
+    #[test]
+    fn the_run_a_job_was_for_comes_from_its_annotations() {
+        let annotated = |pairs: &[(&str, &str)]| Job {
+            metadata: ObjectMeta {
+                annotations: Some(
+                    pairs
+                        .iter()
+                        .map(|(k, v)| (k.to_string(), v.to_string()))
+                        .collect(),
+                ),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let at = "2016-05-19T10:00:00Z";
+        let cases = [
+            (
+                annotated(&[(ANNOTATION_SCHEDULED_AT, at)]),
+                Ran::Scheduled(at),
+            ),
+            (
+                annotated(&[(ANNOTATION_INSTANTIATE, "manual")]),
+                Ran::Manual,
+            ),
+            (
+                annotated(&[(ANNOTATION_INSTANTIATE, "other")]),
+                Ran::Unknown,
+            ),
+            (Job::default(), Ran::Unknown),
+        ];
+        for (job, want) in &cases {
+            assert_eq!(ran_for(job), *want);
+            assert_eq!(created_by_kronjob(job), *want != Ran::Unknown);
+        }
     }
 
     fn with_conditions(conditions: &[(&str, &str, Option<&str>)], completion: Option<&str>) -> Job {

@@ -1,5 +1,7 @@
-//! Validation of `--selector`, a label selector in the API server's string syntax, so a bad
-//! value is refused at start with a message instead of failing every watch.
+//! Label selectors in the API server's string syntax, checked before they are used.
+//!
+//! The manager's `--selector` and the plugin's `-l` are checked here, so a bad value is
+//! refused at start with a message instead of failing every watch or list.
 
 /// Check a label selector such as `team=a,tier!=web,env in (prod, staging),!legacy`.
 /// Returns the selector unchanged when it is valid.

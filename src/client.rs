@@ -1,0 +1,170 @@
+//! The Kubernetes client of both binaries, with kronjob's retry policy.
+//!
+//! The configuration is the kubeconfig (or the in-cluster service account), and the retry
+//! policy is kronjob's instead of kube's default one.
+//!
+//! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
+//! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4
+//! times (100 ms doubling to 2 s, with jitter: [`crate::backoff::CLIENT`]), and honours the
+//! server's `Retry-After` (API Priority and Fairness) up to [`RETRY_AFTER_LIMIT`]: the caller
+//! sees the error within seconds and its own backoff takes over.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use http::{Request, Response, StatusCode};
+use kube::client::{Body, ClientBuilder};
+use kube::config::{KubeConfigOptions, Kubeconfig};
+use kube::{Client, Config};
+use tower::buffer::BufferLayer;
+use tower::retry::{Policy, RetryLayer};
+use tower::{BoxError, Service};
+
+/// Why no client could be built.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// No Kubernetes configuration could be found.
+    #[error(
+        "no Kubernetes configuration: set KUBECONFIG or create ~/.kube/config, or run inside a cluster"
+    )]
+    NoConfig(#[source] kube::config::InferConfigError),
+    /// The kubeconfig named by `--kubeconfig` or `--context` could not be loaded.
+    #[error("cannot load the kubeconfig")]
+    Kubeconfig(#[source] kube::config::KubeconfigError),
+    /// The client could not be built from the configuration.
+    #[error("cannot build a Kubernetes client")]
+    Client(#[source] kube::Error),
+}
+
+/// Requests queued for the HTTP client at most (in flight requests do not count).
+const BUFFER: usize = 1024;
+/// Most retries of one request answered 429, 503 or 504.
+pub const MAX_RETRIES: u32 = crate::backoff::CLIENT_RETRIES;
+/// Longest `Retry-After` honoured: a longer one is cut to this (the caller's own backoff is
+/// the better judge of a long wait).
+pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(30);
+
+/// The retry policy of every client: a request answered 429, 503 or 504 is tried again after
+/// [`crate::backoff::CLIENT`]'s delay, or the server's `Retry-After` when that is longer, at
+/// most [`MAX_RETRIES`] times; nothing else is retried.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Retry {
+    attempts: u32,
+}
+
+impl Retry {
+    fn delay<B>(&self, response: &Response<B>) -> Option<Duration> {
+        let status = response.status();
+        let retried = status == StatusCode::TOO_MANY_REQUESTS
+            || status == StatusCode::SERVICE_UNAVAILABLE
+            || status == StatusCode::GATEWAY_TIMEOUT;
+        if !retried || self.attempts >= MAX_RETRIES {
+            return None;
+        }
+        let server = response
+            .headers()
+            .get(http::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .map_or(Duration::ZERO, |s| {
+                Duration::from_secs(s).min(RETRY_AFTER_LIMIT)
+            });
+        Some(crate::backoff::CLIENT.delay(self.attempts + 1).max(server))
+    }
+}
+
+impl<B> Policy<Request<Body>, Response<B>, BoxError> for Retry {
+    type Future = tokio::time::Sleep;
+
+    fn retry(
+        &mut self,
+        _request: &mut Request<Body>,
+        result: &mut Result<Response<B>, BoxError>,
+    ) -> Option<Self::Future> {
+        let delay = self.delay(result.as_ref().ok()?)?;
+        self.attempts += 1;
+        Some(tokio::time::sleep(delay))
+    }
+
+    fn clone_request(&mut self, request: &Request<Body>) -> Option<Request<Body>> {
+        // Only a body held in full can be sent again (every body kube sends is).
+        let body = request.body().try_clone()?;
+        let mut copy = Request::new(body);
+        *copy.method_mut() = request.method().clone();
+        *copy.uri_mut() = request.uri().clone();
+        *copy.version_mut() = request.version();
+        *copy.headers_mut() = request.headers().clone();
+        *copy.extensions_mut() = request.extensions().clone();
+        Some(copy)
+    }
+}
+
+/// The retry layer every client uses.
+pub fn retry_layer() -> RetryLayer<Retry> {
+    RetryLayer::new(Retry::default())
+}
+
+/// Where a client's configuration comes from, as kubectl's `--kubeconfig` and `--context`
+/// choose it. The default is the manager's: KUBECONFIG (or ~/.kube/config) with its current
+/// context, else the in-cluster service account.
+#[derive(Debug, Clone, Default)]
+pub struct ClientOptions {
+    /// Read this kubeconfig file instead of KUBECONFIG or ~/.kube/config.
+    pub kubeconfig: Option<PathBuf>,
+    /// Use this context of the kubeconfig instead of its current one.
+    pub context: Option<String>,
+}
+
+/// A client for the cluster in KUBECONFIG (or ~/.kube/config), or the in-cluster one.
+pub async fn client() -> Result<Client, ClientError> {
+    client_with(&ClientOptions::default()).await
+}
+
+/// A client configured as `options` say, with kronjob's retry policy.
+pub async fn client_with(options: &ClientOptions) -> Result<Client, ClientError> {
+    let mut config = config(options).await?;
+    if config.accept_invalid_certs {
+        tracing::warn!(
+            server = %config.cluster_url,
+            "the kubeconfig skips TLS verification (insecure-skip-tls-verify): the API server's identity is not checked"
+        );
+    }
+    config.default_retry = false;
+    let builder = ClientBuilder::try_from(config).map_err(ClientError::Client)?;
+    Ok(with_retries(builder))
+}
+
+/// The client of `builder` with kronjob's retry policy in front of it.
+pub fn with_retries<Svc, B>(builder: ClientBuilder<Svc>) -> Client
+where
+    Svc: Service<Request<kube::client::Body>, Response = Response<B>> + Send + 'static,
+    Svc::Future: Send + 'static,
+    Svc::Error: Into<BoxError> + Send + Sync,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    // Retrying needs a service it can clone; kube's is boxed, so it goes behind a buffer.
+    let buffered = builder.with_layer(&BufferLayer::new(BUFFER));
+    buffered.with_layer(&retry_layer()).build()
+}
+
+async fn config(options: &ClientOptions) -> Result<Config, ClientError> {
+    let kube_options = KubeConfigOptions {
+        context: options.context.clone(),
+        ..KubeConfigOptions::default()
+    };
+    let mut config = match &options.kubeconfig {
+        Some(path) => {
+            let kubeconfig = Kubeconfig::read_from(path).map_err(ClientError::Kubeconfig)?;
+            Config::from_custom_kubeconfig(kubeconfig, &kube_options)
+                .await
+                .map_err(ClientError::Kubeconfig)?
+        }
+        None if options.context.is_some() => Config::from_kubeconfig(&kube_options)
+            .await
+            .map_err(ClientError::Kubeconfig)?,
+        None => return Config::infer().await.map_err(ClientError::NoConfig),
+    };
+    config.apply_debug_overrides();
+    Ok(config)
+}

@@ -1,0 +1,61 @@
+//! What both binaries share at the command line: exit codes, error output, the runtime.
+//!
+//! The exit code of a usage error, how an error is printed, the async runtime and the time
+//! commands start from.
+
+use std::io::Write;
+use std::process::ExitCode;
+
+use crate::clock::{Clock, SystemClock};
+
+/// Exit code for a bad argument or value (as clap uses for usage errors).
+pub const EXIT_USAGE: u8 = 2;
+
+/// The multi-threaded runtime a command runs on.
+pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+/// Now, from the one clock of production code.
+pub fn now() -> jiff::Timestamp {
+    SystemClock.now()
+}
+
+/// Install the TLS crypto provider of the process (kube's client, the webhook server). An
+/// error means one is installed already, which is what is wanted.
+pub fn install_crypto() {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+}
+
+/// Write `text` on stdout.
+pub fn print(text: &str) -> ExitCode {
+    let mut out = std::io::stdout().lock();
+    match out.write_all(text.as_bytes()).and_then(|()| out.flush()) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => fail(&e, ExitCode::FAILURE),
+    }
+}
+
+/// Print `error` and its causes on stderr, one line, and return `code`.
+pub fn fail(error: &dyn std::error::Error, code: ExitCode) -> ExitCode {
+    eprintln!("error: {}", message(error));
+    code
+}
+
+/// `error` and its causes, `: `-separated, leaving out a cause whose text is already said
+/// (several errors repeat their source in their own message).
+pub fn message(error: &dyn std::error::Error) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let said = cause.to_string();
+        if !text.contains(&said) {
+            text.push_str(": ");
+            text.push_str(&said);
+        }
+        source = cause.source();
+    }
+    text
+}

@@ -1,0 +1,442 @@
+//! The CronJob controller as a process part: the CronJob and Job watches (each its own branch,
+//! feeding the controller through a channel), the controller with its concurrency, the
+//! pruning of state about deleted CronJobs, the shard assignment's follower, and the
+//! background workers that send what reconciles queued.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedSender, unbounded};
+use k8s_openapi::api::batch::v1::Job;
+use kube::Client;
+use kube::ResourceExt;
+use kube::runtime::controller::Controller;
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::{WatchStreamExt, watcher};
+use tokio_util::sync::CancellationToken;
+
+use super::ReconcilerArgs;
+use super::context::Context;
+use super::error::Error;
+use super::metrics::ReconcilerMetrics;
+use super::plan::PlanConfig;
+use super::reconcile::{error_policy, reconcile};
+use crate::api::{ANNOTATION_TRIGGER, CronJob};
+use crate::controller::index::{self, IndexWriter, OwnerIndex};
+use crate::controller::{Scope, Shared, shard};
+use crate::task::{TaskError, TaskSet};
+
+/// How often `kronjob_shard_cronjobs` is recounted (CronJobs come and go between
+/// reassignments).
+const SHARD_GAUGE_EVERY: Duration = Duration::from_secs(5);
+
+/// How often state about deleted CronJobs (failure counts, known statuses) is dropped.
+const PRUNE_EVERY: Duration = Duration::from_secs(60);
+
+/// Drop what the controller never reads before a CronJob enters the cache.
+fn slim(cj: &mut CronJob) {
+    cj.metadata.managed_fields = None;
+    if let Some(annotations) = cj.metadata.annotations.as_mut() {
+        annotations.remove(crate::api::ANNOTATION_LAST_APPLIED);
+    }
+}
+
+/// What makes a CronJob change worth a reconcile: a new generation (a spec edit) or a new
+/// manual-run request; status and other metadata changes are ours or do not matter.
+fn spec_or_trigger(cj: &CronJob) -> Option<u64> {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    cj.metadata.generation.hash(&mut hasher);
+    cj.annotations().get(ANNOTATION_TRIGGER).hash(&mut hasher);
+    Some(hasher.finish())
+}
+
+/// The name the CronJob controller is supervised by.
+pub const NAME: &str = "CronJob controller";
+
+/// Run the CronJob controller until `shutdown` is cancelled (in-flight reconciles finish, then
+/// queued status writes and Events are sent for a short while).
+///
+/// One watch of CronJobs and one of Jobs per namespace (or cluster-wide when
+/// `scope.namespaces` is empty); the Job watch feeds the owner index and triggers the owning
+/// CronJob. `ready` is called once both caches have listed. The status writers and the
+/// outbox run as tasks of their own ([`super::context::STATUS_WRITER`],
+/// [`super::context::OUTBOX`], listed in `shared.tasks`): should one end, the controller stops with its error.
+pub async fn run(
+    shared: Shared,
+    args: ReconcilerArgs,
+    metrics: ReconcilerMetrics,
+    ready: impl FnOnce() + Send,
+    shutdown: CancellationToken,
+) -> Result<(), TaskError> {
+    let (index, index_writer) = index::owner_index();
+    let config = PlanConfig {
+        default_job_ttl: args.default_job_ttl,
+    };
+    let (ctx, background, requests) = Context::new(&shared, metrics.clone(), config, index.clone());
+    let background_stop = CancellationToken::new();
+    let mut workers = TaskSet::new(&shared.tasks, background_stop.clone());
+    background.spawn(&mut workers);
+    let parts = Parts {
+        ctx: Arc::new(ctx),
+        index,
+        index_writer,
+        requests,
+    };
+    let controller = control(shared, args, metrics, parts, ready, shutdown.clone());
+    tokio::select! {
+        () = Box::pin(controller) => {}
+        Some((name, Err(exit))) = workers.join_next() => return Err(exit.into_error(name)),
+    }
+    background_stop.cancel();
+    workers.supervise().await?;
+    if shutdown.is_cancelled() {
+        Ok(())
+    } else {
+        Err(TaskError::Ended(NAME))
+    }
+}
+
+/// What a reconcile shares with the watches that feed it.
+struct Parts {
+    ctx: Arc<Context>,
+    index: OwnerIndex,
+    index_writer: IndexWriter,
+    requests: futures::channel::mpsc::UnboundedReceiver<ObjectRef<CronJob>>,
+}
+
+/// The watches, the controller, the pruning and the shard follower, until the controller has
+/// shut down (or one of them ended, which they do not).
+async fn control(
+    shared: Shared,
+    args: ReconcilerArgs,
+    metrics: ReconcilerMetrics,
+    parts: Parts,
+    ready: impl FnOnce() + Send,
+    shutdown: CancellationToken,
+) {
+    let Parts {
+        ctx,
+        index,
+        index_writer,
+        requests,
+    } = parts;
+    let Shared { client, scope, .. } = shared;
+
+    // The watches run as their own branches and feed the controller through channels, so they
+    // reconnect on their own schedule, whatever the controller is busy with; a watch that works
+    // again after failing retries every failed CronJob at once.
+    let (job_tx, job_rx) = unbounded::<Job>();
+    let jobs = feed(
+        job_trigger_stream(
+            &client,
+            &scope,
+            index.clone(),
+            index_writer,
+            recovery(Arc::clone(&ctx)),
+        ),
+        job_tx,
+        Arc::clone(&ctx),
+    );
+    let (cj_reader, cj_writer) = reflector::store::<CronJob>();
+    let _series = metrics.cronjobs.attach(
+        cj_reader.clone(),
+        args.cronjob_metrics_limit,
+        ctx.shard.clone(),
+    );
+    let (cj_tx, cj_rx) = unbounded::<CronJob>();
+    let cronjobs = feed(
+        cronjob_trigger_stream(
+            &client,
+            &scope,
+            cj_writer,
+            cj_reader.clone(),
+            recovery(Arc::clone(&ctx)),
+        ),
+        cj_tx,
+        Arc::clone(&ctx),
+    );
+
+    let stream_ctx = Arc::clone(&ctx);
+    let gauge_reader = cj_reader.clone();
+    let controller = Controller::for_stream(cj_rx.map(Ok::<_, watcher::Error>), cj_reader.clone())
+        .owns_stream(job_rx.map(Ok::<_, watcher::Error>))
+        .reconcile_on(requests)
+        .with_config(kube::runtime::Config::default().concurrency(args.concurrency))
+        .graceful_shutdown_on(shutdown.cancelled_owned())
+        .run(reconcile, error_policy, Arc::clone(&ctx))
+        .for_each(move |res| {
+            metrics
+                .managed_cronjobs
+                .set(i64::try_from(gauge_reader.len()).unwrap_or(i64::MAX));
+            log_controller_error(res.err(), &stream_ctx.log);
+            futures::future::ready(())
+        });
+    let started = started(cj_reader.clone(), index, Arc::clone(&ctx), ready);
+    let prune = prune(Arc::clone(&ctx), cj_reader.clone());
+    let shard = follow_shard(Arc::clone(&ctx), cj_reader);
+    // Each branch is boxed: their state machines are large, and polling them inline nests
+    // frames deep enough to exhaust a thread's stack in unoptimised builds.
+    tokio::select! {
+        () = Box::pin(controller) => {},
+        () = started => {},
+        () = prune => {},
+        () = Box::pin(cronjobs) => {},
+        () = Box::pin(jobs) => {},
+        () = Box::pin(shard) => {},
+    }
+}
+
+/// Once both caches have listed: say so (with what they hold, so whoever watches the log knows
+/// scheduling runs) and call `ready`. Never returns.
+async fn started(
+    cronjobs: reflector::Store<CronJob>,
+    index: OwnerIndex,
+    ctx: Arc<Context>,
+    ready: impl FnOnce(),
+) {
+    let _ = cronjobs.wait_until_ready().await;
+    index.wait_until_ready().await;
+    let state = cronjobs.state();
+    let scheduled = state.iter().filter(|cj| ctx.owns(cj)).count();
+    tracing::info!(
+        cronjobs = state.len(),
+        scheduled,
+        jobs = index.len(),
+        "CronJob controller started"
+    );
+    ready();
+    futures::future::pending::<()>().await;
+}
+
+/// Every [`PRUNE_EVERY`], forget what is kept about CronJobs that no longer exist (failure
+/// counts, known statuses). Never returns.
+async fn prune(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
+    let mut tick = tokio::time::interval(PRUNE_EVERY);
+    loop {
+        tick.tick().await;
+        let exists = |cj: &ObjectRef<CronJob>| cronjobs.get(cj).is_some();
+        ctx.failures.retain(exists);
+        ctx.status.retain(exists);
+    }
+}
+
+/// The CronJob watch: label-selected, slimmed, merged over namespaces, cached in `writer`
+/// (read through `reader`), and turned into the CronJobs whose changes are worth a reconcile
+/// (a new generation or a new manual-run request).
+fn cronjob_trigger_stream(
+    client: &Client,
+    scope: &Scope,
+    writer: reflector::store::Writer<CronJob>,
+    reader: reflector::Store<CronJob>,
+    health: impl FnMut(&Result<watcher::Event<CronJob>, watcher::Error>) + Send + 'static,
+) -> impl futures::Stream<Item = Result<CronJob, watcher::Error>> + Send + 'static {
+    let mut config = watcher::Config::default();
+    if let Some(sel) = &scope.selector {
+        config = config.labels(sel);
+    }
+    let watches = scope
+        .apis::<CronJob>(client)
+        .into_iter()
+        .map(|(ns, api)| {
+            let watch = watcher(api, config.clone())
+                .backoff(crate::backoff::watch_backoff())
+                .modify(slim)
+                .boxed();
+            (ns, watch)
+        })
+        .collect();
+    reflector::reflector(
+        writer,
+        index::merge_watches(watches, move || reader.state()).inspect(health),
+    )
+    .applied_objects()
+    .predicate_filter(spec_or_trigger, Default::default())
+}
+
+/// Follow the shard assignment (`--sharding`): on every change, reconcile at once the CronJobs
+/// that became ours (a slot that fell due while their previous owner was gone runs now, within
+/// its deadline) and log how many moved; every few seconds, count the CronJobs this replica
+/// schedules for `kronjob_shard_cronjobs`. Never returns.
+async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
+    let mut view = ctx.shard.clone();
+    let mut previous = view.current();
+    let mut tick = tokio::time::interval(SHARD_GAUGE_EVERY);
+    loop {
+        tokio::select! {
+            next = view.changed() => {
+                rebalance(&ctx, &cronjobs, previous.as_deref(), &next);
+                previous = Some(next);
+            }
+            _ = tick.tick() => {}
+        }
+        let owned = cronjobs.state().iter().filter(|cj| ctx.owns(cj)).count();
+        ctx.shard
+            .metrics
+            .cronjobs
+            .set(i64::try_from(owned).unwrap_or(i64::MAX));
+    }
+}
+
+/// Compare who owns each cached CronJob before and after a reassignment; reconcile the gained
+/// ones now and log the counts.
+fn rebalance(
+    ctx: &Context,
+    cronjobs: &reflector::Store<CronJob>,
+    previous: Option<&shard::Assignment>,
+    next: &shard::Assignment,
+) {
+    let (mut owned, mut gained, mut lost) = (0usize, 0usize, 0usize);
+    for cj in cronjobs.state() {
+        let key = shard::key(
+            cj.metadata.namespace.as_deref().unwrap_or_default(),
+            cj.metadata.name.as_deref().unwrap_or_default(),
+        );
+        let was = previous.is_some_and(|p| p.owns(&key));
+        let is = next.owns(&key);
+        owned += usize::from(is);
+        match (was, is) {
+            (false, true) => {
+                gained += 1;
+                let _ = ctx
+                    .reconcile
+                    .unbounded_send(ObjectRef::from_obj(cj.as_ref()));
+            }
+            (true, false) => lost += 1,
+            _ => {}
+        }
+    }
+    tracing::info!(
+        members = next.members().len(),
+        member = next.is_member(),
+        owned,
+        gained,
+        lost,
+        moved = gained + lost,
+        "rebalanced"
+    );
+}
+
+/// Drive `stream`, sending what it yields to `tx` and logging its errors (throttled).
+async fn feed<T, E: std::error::Error>(
+    stream: impl futures::Stream<Item = Result<T, E>>,
+    tx: UnboundedSender<T>,
+    ctx: Arc<Context>,
+) {
+    stream
+        .for_each(|item| {
+            match item {
+                Ok(object) => {
+                    let _ = tx.unbounded_send(object);
+                }
+                Err(e) => {
+                    if let Some(skipped) = ctx.log.allow("watch") {
+                        tracing::warn!(error = %crate::telemetry::error_chain(&e), skipped, "watch failed; retrying");
+                    }
+                }
+            }
+            futures::future::ready(())
+        })
+        .await;
+}
+
+/// Watch a stream's health: when it works again after failing (the API server is back), every
+/// CronJob whose last reconcile failed is reconciled at once instead of at its backoff.
+pub(super) fn recovery<T, E>(ctx: Arc<Context>) -> impl FnMut(&Result<T, E>) {
+    let mut failing = false;
+    move |item| match item {
+        Err(_) => failing = true,
+        Ok(_) if failing => {
+            failing = false;
+            let keys = ctx.failures.failing();
+            if !keys.is_empty() {
+                tracing::info!(
+                    cronjobs = keys.len(),
+                    "API server reachable again: retrying failed CronJobs now"
+                );
+            }
+            for key in keys {
+                let _ = ctx.reconcile.unbounded_send(key);
+            }
+        }
+        Ok(_) => {}
+    }
+}
+
+/// Report what the controller stream says went wrong: watch failures at `warn` (throttled);
+/// failed reconciles are reported by the error policy.
+fn log_controller_error<E: std::error::Error>(
+    error: Option<kube::runtime::controller::Error<Error, E>>,
+    log: &crate::telemetry::Throttle,
+) {
+    use kube::runtime::controller::Error as Stream;
+    match error {
+        None | Some(Stream::ReconcilerFailed(..)) => {}
+        Some(Stream::ObjectNotFound(obj)) => tracing::debug!(%obj, "deleted before its reconcile"),
+        Some(e) => {
+            if let Some(skipped) = log.allow("watch") {
+                tracing::warn!(error = %crate::telemetry::error_chain(&e), skipped, "watch failed; retrying");
+            }
+        }
+    }
+}
+
+/// The Job watch: label-filtered, slimmed, merged over namespaces, applied to the owner
+/// index, and turned into the Jobs whose changes matter to their owners.
+fn job_trigger_stream(
+    client: &Client,
+    scope: &Scope,
+    index: OwnerIndex,
+    mut writer: IndexWriter,
+    health: impl FnMut(&Result<watcher::Event<Job>, watcher::Error>) + Send + 'static,
+) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + 'static {
+    let watches = scope
+        .apis::<Job>(client)
+        .into_iter()
+        .map(|(ns, api)| {
+            let s = watcher(api, index::job_watch_config())
+                .backoff(crate::backoff::watch_backoff())
+                .modify(crate::job::slim)
+                .boxed();
+            (ns, s)
+        })
+        .collect();
+    index::merge_watches(watches, move || index.snapshot())
+        .inspect(health)
+        .map(move |ev| match ev {
+            Ok(ev) => futures::stream::iter(writer.apply_watcher_event(&ev).into_iter().map(Ok))
+                .left_stream(),
+            Err(e) => futures::stream::iter([Err(e)]).right_stream(),
+        })
+        .flatten()
+}
+
+#[cfg(test)]
+mod predicate_tests {
+    use super::*;
+    use crate::testing::fixtures::cronjob;
+
+    #[test]
+    fn a_spec_edit_or_a_new_trigger_passes_status_and_labels_do_not() {
+        let base = cronjob("* * * * *");
+        let key = |cj: &CronJob| spec_or_trigger(cj);
+        let mut status = base.clone();
+        status.status = Some(Default::default());
+        status.metadata.labels = Some([("a".to_string(), "b".to_string())].into());
+        assert_eq!(key(&status), key(&base));
+        let mut edited = base.clone();
+        edited.metadata.generation = Some(base.metadata.generation.unwrap_or(0) + 1);
+        assert_ne!(key(&edited), key(&base));
+        let mut asked = base.clone();
+        asked
+            .annotations_mut()
+            .insert(ANNOTATION_TRIGGER.into(), "2026-11-25T09:40:12Z".into());
+        assert_ne!(key(&asked), key(&base));
+        let mut asked_again = asked.clone();
+        asked_again
+            .annotations_mut()
+            .insert(ANNOTATION_TRIGGER.into(), "2026-11-25T09:41:00Z".into());
+        assert_ne!(key(&asked_again), key(&asked));
+    }
+}

@@ -1,0 +1,45 @@
+//! What fails a reconcile of a CronJob.
+
+/// Errors of the CronJob reconciler.
+#[derive(thiserror::Error, Debug)]
+pub enum Error {
+    /// An API call failed.
+    #[error("kubernetes API error: {0}")]
+    Kube(#[source] kube::Error),
+    /// The CronJob lacks a field the API always sets (name, namespace, UID).
+    #[error("CronJob is missing {0}")]
+    MissingField(&'static str),
+    /// The CronJob does not exist.
+    #[error("CronJob {0} not found")]
+    NotFound(String),
+}
+
+impl Error {
+    /// A fixed, low-cardinality category for metrics and logs.
+    pub fn category(&self) -> &'static str {
+        match self {
+            Error::Kube(kube::Error::Api(s)) if s.is_conflict() => "api_conflict",
+            Error::Kube(kube::Error::Api(s)) if s.is_not_found() => "api_not_found",
+            Error::Kube(kube::Error::Api(s)) if s.is_forbidden() => "api_forbidden",
+            Error::Kube(kube::Error::Api(s)) if s.is_invalid() => "api_invalid",
+            Error::Kube(kube::Error::Api(s)) if s.code >= 500 || s.code == 429 => "api_server",
+            Error::Kube(kube::Error::Api(_)) => "api_other",
+            Error::Kube(_) => "transport",
+            Error::MissingField(_) => "invalid_object",
+            Error::NotFound(_) => "not_found",
+        }
+    }
+
+    /// The message of the API server's refusal of a Job as invalid (422), if this is one.
+    pub fn refused(&self) -> Option<String> {
+        match self {
+            Error::Kube(e) => crate::job::invalid(e).map(crate::job::refusal_message),
+            _ => None,
+        }
+    }
+
+    /// Whether retrying without a change to the object cannot help.
+    pub fn is_permanent(&self) -> bool {
+        matches!(self, Error::MissingField(_))
+    }
+}

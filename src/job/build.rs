@@ -1,0 +1,151 @@
+//! The Job a CronJob's template makes (upstream `getJobFromTemplate2`): for a slot, for a manual
+//! run, and for the dry run that checks the template. Pure.
+
+use std::collections::BTreeMap;
+
+use jiff::Timestamp;
+use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::Resource;
+
+use super::name::{manual_name, scheduled_name};
+use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB};
+use crate::schedule;
+
+/// Build a Job from the CronJob's template: labels and annotations of `jobTemplate.metadata`
+/// plus [`LABEL_CRONJOB`] and `extra_annotation`, a controller owner reference
+/// (`blockOwnerDeletion: true`), the template's spec, and `default_ttl` when the template sets
+/// no `ttlSecondsAfterFinished`. `None` when the CronJob has no name or UID (never the case for
+/// an object read from the API).
+pub fn from_template(
+    cj: &CronJob,
+    name: String,
+    extra_annotation: (&str, String),
+    default_ttl: Option<i32>,
+) -> Option<Job> {
+    let mut owner = cj.controller_owner_ref(&())?;
+    owner.block_owner_deletion = Some(true);
+    let mut job = unowned(cj, name, extra_annotation, default_ttl)?;
+    job.metadata.owner_references = Some(vec![owner]);
+    Some(job)
+}
+
+/// [`from_template`] without the owner reference: what a CronJob not yet created (no UID)
+/// would make. `None` when the CronJob has no name.
+pub fn unowned(
+    cj: &CronJob,
+    name: String,
+    extra_annotation: (&str, String),
+    default_ttl: Option<i32>,
+) -> Option<Job> {
+    let template = &cj.spec.job_template;
+    let meta = template.metadata.clone().unwrap_or_default();
+    let mut labels: BTreeMap<String, String> = meta.labels.unwrap_or_default();
+    labels.insert(LABEL_CRONJOB.to_string(), cj.metadata.name.clone()?);
+    let mut annotations = meta.annotations.unwrap_or_default();
+    annotations.insert(extra_annotation.0.to_string(), extra_annotation.1);
+    let mut spec = template.spec.clone().unwrap_or_default();
+    if spec.ttl_seconds_after_finished.is_none() {
+        spec.ttl_seconds_after_finished = default_ttl;
+    }
+    Some(Job {
+        metadata: ObjectMeta {
+            name: Some(name),
+            namespace: cj.metadata.namespace.clone(),
+            labels: Some(labels),
+            annotations: Some(annotations),
+            ..Default::default()
+        },
+        spec: Some(spec),
+        status: None,
+    })
+}
+
+/// The Job for the slot `scheduled`: named by [`scheduled_name`], annotated with the scheduled
+/// time in the CronJob's zone.
+pub fn for_slot(
+    cj: &CronJob,
+    scheduled: Timestamp,
+    tz: &TimeZone,
+    default_ttl: Option<i32>,
+) -> Option<Job> {
+    let name = scheduled_name(cj.metadata.name.as_deref()?, scheduled);
+    from_template(
+        cj,
+        name,
+        (
+            ANNOTATION_SCHEDULED_AT,
+            schedule::scheduled_at(scheduled, tz),
+        ),
+        default_ttl,
+    )
+}
+
+/// The Job of the manual run requested at `requested`: named by [`manual_name`], annotated
+/// `instantiate: manual` (as `kubectl create job --from`).
+pub fn manual(cj: &CronJob, requested: Timestamp, default_ttl: Option<i32>) -> Option<Job> {
+    let name = manual_name(cj.metadata.name.as_deref()?, requested);
+    from_template(
+        cj,
+        name,
+        (ANNOTATION_INSTANTIATE, "manual".to_string()),
+        default_ttl,
+    )
+}
+
+/// The Job to check the template with (a dry run): the one [`for_slot`] makes for the slot
+/// `at`, owned by the CronJob when it has a UID (on creation it has none yet, and the Job is
+/// checked without owner). `None` when the CronJob has no name.
+pub fn for_check(
+    cj: &CronJob,
+    at: Timestamp,
+    tz: &TimeZone,
+    default_ttl: Option<i32>,
+) -> Option<Job> {
+    if cj.metadata.uid.as_deref().is_some_and(|u| !u.is_empty()) {
+        return for_slot(cj, at, tz, default_ttl);
+    }
+    let name = scheduled_name(cj.metadata.name.as_deref()?, at);
+    unowned(
+        cj,
+        name,
+        (ANNOTATION_SCHEDULED_AT, schedule::scheduled_at(at, tz)),
+        default_ttl,
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixtures::{CJ, CJ_UID, cronjob, t};
+
+    #[test]
+    fn a_checked_job_is_owned_only_when_the_cronjob_has_a_uid() {
+        let at = t("2016-05-19T10:00:00Z");
+        let stored = cronjob("0 * * * *");
+        let job = for_check(&stored, at, &TimeZone::UTC, Some(60)).expect("job");
+        let owners = job.metadata.owner_references.expect("owned");
+        assert_eq!(owners[0].uid, CJ_UID);
+        assert_eq!(job.metadata.name.as_deref(), Some("cj-24394200"));
+        let mut new = cronjob("0 * * * *");
+        new.metadata.uid = None;
+        let job = for_check(&new, at, &TimeZone::UTC, Some(60)).expect("job");
+        assert_eq!(job.metadata.owner_references, None);
+        assert_eq!(job.metadata.labels.expect("labels")[LABEL_CRONJOB], CJ);
+        assert_eq!(
+            job.spec.and_then(|s| s.ttl_seconds_after_finished),
+            Some(60)
+        );
+    }
+
+    #[test]
+    fn a_manual_job_is_marked_and_named_after_its_request() {
+        let at = t("2026-11-25T09:40:12Z");
+        let job = manual(&cronjob("0 * * * *"), at, None).expect("job");
+        assert_eq!(job.metadata.name, Some(manual_name(CJ, at)));
+        let annotations = job.metadata.annotations.expect("annotations");
+        assert_eq!(annotations[ANNOTATION_INSTANTIATE], "manual");
+        assert!(!annotations.contains_key(ANNOTATION_SCHEDULED_AT));
+    }
+}
