@@ -1,19 +1,25 @@
 //! The HTTPS server loop of the admission webhook and of the secure `/metrics` endpoint,
 //! hardened against hostile clients:
 //!
-//! - at most [`Limits::max_connections`] connections are open: at the cap the listener is not
-//!   accepted from, so further connections wait in the kernel's backlog and cost nothing;
+//! - at most [`Limits::max_connections`] connections are open. At the cap, a new connection
+//!   takes the place of the one idle longest (idle for [`MIN_IDLE`] at least; those that never
+//!   sent a request go first; one answering a request never goes), so connections that say
+//!   nothing cannot lock the API server out ([`room`]); with none idle, further connections
+//!   wait in the kernel's backlog until one closes;
 //! - a TLS handshake not finished within [`Limits::handshake_timeout`] closes the connection;
 //! - a request's headers must arrive within [`Limits::header_read_timeout`], counted from the
 //!   connection's start or the end of its previous response: the same timer closes idle
-//!   keep-alive connections;
+//!   keep-alive connections; a request head is at most [`MAX_HEAD_BYTES`];
 //! - HTTP/1.1 only (ALPN offers `http/1.1`) unless [`Limits::http2`]: HTTP/2's rapid-reset
 //!   attack (CVE-2023-44487) cannot reach a server that does not speak it;
-//! - on shutdown, the listener closes and open connections finish their requests within the
-//!   drain time, then are dropped; connections are tasks of the server's own, so they never
-//!   outlive it (a server task that is aborted takes its connections with it).
+//! - on shutdown, the listener closes, idle connections close, and those answering a request
+//!   close once it is answered, within the drain time; then the rest are dropped. Connections
+//!   are tasks of the server's own, so they never outlive it (a server task that is aborted
+//!   takes its connections with it).
 //!
-//! Every connection is counted when it opens and when it closes, by why it closed.
+//! Every connection is counted when it opens and when it closes, by why it closed. An idle TLS
+//! connection costs about 23 KiB (measured), one holding a full request head under 60 KiB, so
+//! the cap bounds what connections cost at about 60 MiB.
 
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -23,27 +29,29 @@ use axum::Router;
 use axum_server::tls_rustls::RustlsConfig;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
-use hyper_util::server::graceful::{GracefulShutdown, Watcher};
 use hyper_util::service::TowerToHyperService;
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::registry::Registry;
 use rustls::ServerConfig;
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+pub use metrics::{Closed, HttpsMetrics, ServerMetrics};
+pub use room::MIN_IDLE;
+
+use room::{Room, Tenant};
+
+mod metrics;
+pub mod room;
+
 /// Default for [`Limits::max_connections`].
-pub const MAX_CONNECTIONS: usize = 256;
+pub const MAX_CONNECTIONS: usize = 1024;
 /// Default for [`Limits::handshake_timeout`].
 pub const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(5);
 /// Default for [`Limits::header_read_timeout`].
 pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
 /// Largest request head (request line and headers) read, in bytes.
-pub const MAX_HEAD_BYTES: usize = 64 * 1024;
+pub const MAX_HEAD_BYTES: usize = 16 * 1024;
 /// Most concurrent HTTP/2 streams of one connection (when HTTP/2 is on).
 pub const MAX_STREAMS: u32 = 64;
 /// Most streams a client may reset before they are answered, per HTTP/2 connection.
@@ -71,149 +79,6 @@ impl Limits {
             header_read_timeout: HEADER_READ_TIMEOUT,
             http2,
         }
-    }
-}
-
-/// Why a connection closed, the `reason` label.
-#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq, EncodeLabelValue)]
-#[allow(non_camel_case_types)] // The variant names are the label values.
-pub enum Closed {
-    /// The client closed it, or the server after its last answer.
-    done,
-    /// No TLS handshake within the limit.
-    handshake_timeout,
-    /// The TLS handshake failed.
-    handshake_error,
-    /// No request headers within the limit (a slow client, or an idle keep-alive connection).
-    header_timeout,
-    /// A protocol or I/O error.
-    error,
-    /// Still open when the drain time after shutdown ran out.
-    shutdown,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ServerLabel {
-    server: &'static str,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-struct ClosedLabels {
-    server: &'static str,
-    reason: Closed,
-}
-
-/// Connection metrics of every HTTPS server, registered once; [`HttpsMetrics::server`] gives
-/// one server's share. Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct HttpsMetrics {
-    open: Family<ServerLabel, Gauge>,
-    closed: Family<ClosedLabels, Counter>,
-}
-
-impl HttpsMetrics {
-    /// Register `kronjob_https_connections{server}` and
-    /// `kronjob_https_connections_closed_total{server,reason}`.
-    pub fn new(registry: &mut Registry) -> Self {
-        let metrics = HttpsMetrics {
-            open: Family::default(),
-            closed: Family::default(),
-        };
-        registry.register(
-            "kronjob_https_connections",
-            "Connections open on an HTTPS server (webhook, metrics)",
-            metrics.open.clone(),
-        );
-        registry.register(
-            "kronjob_https_connections_closed",
-            "Connections closed by an HTTPS server or its clients, by reason",
-            metrics.closed.clone(),
-        );
-        metrics
-    }
-
-    /// The metrics of the server called `server` (the `server` label), at zero.
-    pub fn server(&self, server: &'static str) -> ServerMetrics {
-        drop(self.open.get_or_create(&ServerLabel { server }));
-        for reason in [
-            Closed::done,
-            Closed::handshake_timeout,
-            Closed::header_timeout,
-        ] {
-            drop(self.closed.get_or_create(&ClosedLabels { server, reason }));
-        }
-        ServerMetrics {
-            server,
-            metrics: self.clone(),
-        }
-    }
-}
-
-/// One server's connection metrics.
-#[derive(Clone, Debug)]
-pub struct ServerMetrics {
-    server: &'static str,
-    metrics: HttpsMetrics,
-}
-
-impl ServerMetrics {
-    /// Metrics registered nowhere (tests, tools).
-    pub fn unregistered(server: &'static str) -> Self {
-        HttpsMetrics::new(&mut Registry::default()).server(server)
-    }
-
-    fn opened(&self) -> OpenGuard {
-        self.metrics
-            .open
-            .get_or_create(&ServerLabel {
-                server: self.server,
-            })
-            .inc();
-        OpenGuard(self.clone())
-    }
-
-    fn closed(&self, reason: Closed) {
-        self.metrics
-            .closed
-            .get_or_create(&ClosedLabels {
-                server: self.server,
-                reason,
-            })
-            .inc();
-    }
-
-    /// Connections closed so far for `reason`.
-    pub fn closed_count(&self, reason: Closed) -> u64 {
-        self.metrics
-            .closed
-            .get_or_create(&ClosedLabels {
-                server: self.server,
-                reason,
-            })
-            .get()
-    }
-
-    /// Connections open now.
-    pub fn open_count(&self) -> i64 {
-        self.metrics
-            .open
-            .get_or_create(&ServerLabel {
-                server: self.server,
-            })
-            .get()
-    }
-}
-
-/// Decrements the open-connections gauge when the connection ends, however it ends.
-struct OpenGuard(ServerMetrics);
-
-impl Drop for OpenGuard {
-    fn drop(&mut self) {
-        let m = &self.0;
-        m.metrics
-            .open
-            .get_or_create(&ServerLabel { server: m.server })
-            .dec();
     }
 }
 
@@ -302,8 +167,8 @@ impl std::fmt::Debug for Server {
 }
 
 /// Serve `server` on `listener` until `shutdown`; `ready` gets the bound address once
-/// connections are accepted. Then the listener closes, open connections get the drain time to
-/// finish, and the rest are dropped.
+/// connections are accepted. Then the listener closes, open connections finish their requests
+/// within the drain time and close, and the rest are dropped.
 pub async fn serve(
     listener: std::net::TcpListener,
     server: Server,
@@ -313,19 +178,14 @@ pub async fn serve(
     let listener = tokio::net::TcpListener::from_std(listener)?;
     ready(listener.local_addr()?);
     let slots = Arc::new(Semaphore::new(server.limits.max_connections.max(1)));
+    let room = Room::default();
     let alpn = Alpn::new(server.tls.clone(), server.limits.http2);
     let builder = Arc::new(http_builder(&server.limits));
-    let graceful = GracefulShutdown::new();
-    let dropped = CancellationToken::new();
+    let (draining, dropped) = (CancellationToken::new(), CancellationToken::new());
     // The connections belong to the server: dropped with it, however it ends.
     let mut connections = JoinSet::new();
     loop {
         while connections.try_join_next().is_some() {}
-        let slot = tokio::select! {
-            slot = Arc::clone(&slots).acquire_owned() => slot,
-            () = shutdown.cancelled() => break,
-        };
-        let Ok(slot) = slot else { break };
         let accepted = tokio::select! {
             accepted = listener.accept() => accepted,
             () = shutdown.cancelled() => break,
@@ -339,11 +199,16 @@ pub async fn serve(
                 continue;
             }
         };
+        let slot = tokio::select! {
+            slot = place(&slots, &room) => slot,
+            () = shutdown.cancelled() => break,
+        };
         let connection = Connection {
             acceptor: alpn.acceptor(),
             builder: Arc::clone(&builder),
             app: server.app.clone(),
-            watcher: graceful.watcher(),
+            tenant: room.enter(),
+            draining: draining.clone(),
             dropped: dropped.clone(),
             handshake_timeout: server.limits.handshake_timeout,
             metrics: server.metrics.clone(),
@@ -352,13 +217,38 @@ pub async fn serve(
         connections.spawn(connection.run(tcp));
     }
     drop(listener);
-    if tokio::time::timeout(server.drain, graceful.shutdown())
-        .await
-        .is_err()
-    {
+    draining.cancel();
+    let drained = async { while connections.join_next().await.is_some() {} };
+    if tokio::time::timeout(server.drain, drained).await.is_err() {
         dropped.cancel();
+        while connections.join_next().await.is_some() {}
     }
     Ok(())
+}
+
+/// A place under the cap for the connection just accepted: a free one, or the place of an
+/// idle connection closed for it ([`room`]); until then, nothing more is accepted.
+async fn place(slots: &Arc<Semaphore>, room: &Room) -> OwnedSemaphorePermit {
+    loop {
+        if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
+            return slot;
+        }
+        let now = std::time::Instant::now();
+        let pause = match room.make_room(now) {
+            // The closed connection gives its place back as soon as it has closed.
+            room::Choice::Close(_) => Duration::from_secs(1),
+            room::Choice::Wait(at) => at.saturating_duration_since(now),
+            // Every connection is answering a request: the first to end frees its place.
+            room::Choice::None => Duration::from_secs(1),
+        };
+        let waited = tokio::select! {
+            slot = Arc::clone(slots).acquire_owned() => slot.ok(),
+            () = tokio::time::sleep(pause) => None,
+        };
+        if let Some(slot) = waited {
+            return slot;
+        }
+    }
 }
 
 /// One accepted connection and what it needs.
@@ -366,7 +256,11 @@ struct Connection {
     acceptor: TlsAcceptor,
     builder: Arc<Builder<TokioExecutor>>,
     app: Router,
-    watcher: Watcher,
+    /// Its place among the open connections (and whether it is to close for a newcomer).
+    tenant: Tenant,
+    /// The server stops: finish the request in flight, then close.
+    draining: CancellationToken,
+    /// The drain time is over: close now.
     dropped: CancellationToken,
     handshake_timeout: Duration,
     metrics: ServerMetrics,
@@ -387,22 +281,58 @@ impl Connection {
     }
 
     async fn exchange(self, tcp: tokio::net::TcpStream) -> Closed {
-        let _slot = self._slot;
-        let tls =
-            match tokio::time::timeout(self.handshake_timeout, self.acceptor.accept(tcp)).await {
+        let (_slot, tenant) = (self._slot, self.tenant);
+        let closing = async {
+            tokio::select! {
+                () = tenant.closed().cancelled() => Closed::evicted,
+                () = self.draining.cancelled() => Closed::shutdown,
+            }
+        };
+        let handshake = tokio::time::timeout(self.handshake_timeout, self.acceptor.accept(tcp));
+        let tls = tokio::select! {
+            tls = handshake => match tls {
                 Err(_) => return Closed::handshake_timeout,
                 Ok(Err(_)) => return Closed::handshake_error,
                 Ok(Ok(tls)) => tls,
-            };
-        let service = TowerToHyperService::new(self.app);
+            },
+            reason = closing => return reason,
+        };
+        let requests = tenant.handle();
+        let app = self.app;
+        let service = tower::service_fn(move |request| {
+            let started = requests.request();
+            let answer = tower::ServiceExt::oneshot(app.clone(), request);
+            async move {
+                let answered = answer.await;
+                drop(started);
+                answered
+            }
+        });
         let connection = self
             .builder
-            .serve_connection(TokioIo::new(tls), service)
+            .serve_connection(TokioIo::new(tls), TowerToHyperService::new(service))
             .into_owned();
-        match self.watcher.watch(connection).await {
-            Ok(()) => Closed::done,
+        let mut connection = std::pin::pin!(connection);
+        // Asked to close (for a newcomer, or at shutdown): the request in flight, if any, is
+        // answered first; an idle connection closes at once.
+        let closed = tokio::select! {
+            result = connection.as_mut() => return outcome(result),
+            () = tenant.closed().cancelled() => Closed::evicted,
+            () = self.draining.cancelled() => Closed::done,
+        };
+        connection.as_mut().graceful_shutdown();
+        match connection.await {
+            Ok(()) => closed,
             Err(e) => reason_of(e.as_ref()),
         }
+    }
+}
+
+/// Why a connection that served HTTP ended with `result`.
+fn outcome(result: Result<(), Box<dyn std::error::Error + Send + Sync>>) -> Closed {
+    match result {
+        Ok(()) => Closed::done,
+        Err(e) => reason_of(e.as_ref()),
     }
 }
 
@@ -438,7 +368,15 @@ mod tests {
         let addr = listener.local_addr().expect("addr");
         let metrics = ServerMetrics::unregistered("test");
         let server = Server {
-            app: Router::new().route("/", axum::routing::get(|| async { "hi" })),
+            app: Router::new()
+                .route("/", axum::routing::get(|| async { "hi" }))
+                .route(
+                    "/slow",
+                    axum::routing::get(|| async {
+                        tokio::time::sleep(Duration::from_secs(2)).await;
+                        "slow"
+                    }),
+                ),
             tls: RustlsConfig::from_config(config),
             limits,
             metrics: metrics.clone(),
@@ -527,22 +465,73 @@ mod tests {
         stop.cancel();
     }
 
+    /// Whether the server closed `stream` within `limit` (an EOF or a reset).
+    async fn closed_by_server(
+        stream: &mut tokio_rustls::client::TlsStream<tokio::net::TcpStream>,
+        limit: Duration,
+    ) -> bool {
+        let mut buf = [0u8; 64];
+        matches!(
+            tokio::time::timeout(limit, stream.read(&mut buf)).await,
+            Ok(Ok(0)) | Ok(Err(_))
+        )
+    }
+
     #[tokio::test]
-    async fn connections_over_the_cap_wait_until_one_closes() {
+    async fn at_the_cap_the_longest_idle_connection_gives_way_and_a_busy_one_never_does() {
         let (addr, ca, metrics, stop) = start(limits(2, Duration::from_secs(30))).await;
         let client = connector(&ca, &[b"http/1.1"]);
-        let first = tls(addr, &client).await;
-        let _second = tls(addr, &client).await;
-        // The third is not accepted: its handshake cannot finish while two are open.
-        let third = tokio::time::timeout(Duration::from_millis(500), async {
-            tls(addr, &client).await
-        })
-        .await;
-        assert!(third.is_err(), "the third connection waits");
-        assert_eq!(metrics.open_count(), 2);
-        drop(first);
+        let mut first = tls(addr, &client).await;
+        let mut second = tls(addr, &client).await;
+        // A third: the first, idle longest, is closed for it once idle for MIN_IDLE.
+        let started = std::time::Instant::now();
         let third = tokio::time::timeout(Duration::from_secs(5), tls(addr, &client)).await;
-        assert!(third.is_ok(), "accepted once one closed");
+        let mut third = third.expect("the third connection gets a place");
+        assert!(started.elapsed() >= MIN_IDLE / 2, "{:?}", started.elapsed());
+        assert!(closed_by_server(&mut first, Duration::from_secs(2)).await);
+        assert_eq!(metrics.closed_count(Closed::evicted), 1);
+        // The second answers a slow request; the third is served and then idle.
+        second
+            .write_all(b"GET /slow HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await
+            .expect("write");
+        third
+            .write_all(b"GET / HTTP/1.1\r\nhost: localhost\r\n\r\n")
+            .await
+            .expect("write");
+        let mut buf = [0u8; 256];
+        let n = third.read(&mut buf).await.expect("answer");
+        assert!(String::from_utf8_lossy(&buf[..n]).starts_with("HTTP/1.1 200"));
+        // A fourth takes the place of the third, never of the second, busy.
+        let fourth = tokio::time::timeout(Duration::from_secs(5), tls(addr, &client)).await;
+        assert!(fourth.is_ok(), "the fourth connection gets a place");
+        assert!(closed_by_server(&mut third, Duration::from_secs(2)).await);
+        let n = second.read(&mut buf).await.expect("the slow answer");
+        let answer = String::from_utf8_lossy(&buf[..n]);
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+        assert_eq!(metrics.closed_count(Closed::evicted), 2);
+        assert_eq!(metrics.open_count(), 2);
+        stop.cancel();
+    }
+
+    #[tokio::test]
+    async fn with_every_connection_busy_a_new_one_waits_until_one_closes() {
+        let (addr, ca, metrics, stop) = start(limits(1, Duration::from_secs(30))).await;
+        let client = connector(&ca, &[b"http/1.1"]);
+        let mut first = tls(addr, &client).await;
+        first
+            .write_all(b"GET /slow HTTP/1.1\r\nhost: localhost\r\nconnection: close\r\n\r\n")
+            .await
+            .expect("write");
+        // Busy for 2 s: the second waits, then gets the place once the first closes.
+        let waited = tokio::time::timeout(Duration::from_millis(1500), tls(addr, &client)).await;
+        assert!(
+            waited.is_err(),
+            "no place while the only connection is busy"
+        );
+        let second = tokio::time::timeout(Duration::from_secs(5), tls(addr, &client)).await;
+        assert!(second.is_ok(), "a place once the first closed");
+        assert_eq!(metrics.closed_count(Closed::evicted), 0);
         stop.cancel();
     }
 }
