@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kronjob_envtest::{Proc, free_port, random_suffix};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions::is_crd_established};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -38,7 +40,7 @@ impl Ctx {
     }
 
     /// A control plane of the case's own, for what would disturb the other cases (killing the
-    /// API server, installing cluster-wide webhooks), with its admin kubeconfig.
+    /// API server, installing cluster-wide webhooks), with the CRD installed and Established.
     pub async fn own_control_plane(
         &self,
         options: kronjob_envtest::Options,
@@ -55,6 +57,13 @@ impl Ctx {
             &kubectl,
             &["--kubeconfig", &kubeconfig, "apply", "-f", "crd/"],
         );
+        let crds: Api<CustomResourceDefinition> =
+            Api::all(plane.client().await.expect("admin client"));
+        let established = await_condition(crds, "cronjobs.batch.kronjob.dev", is_crd_established());
+        tokio::time::timeout(Duration::from_secs(60), established)
+            .await
+            .expect("the CRD established within 60 s")
+            .expect("the CRD's watch");
         plane
     }
 }
@@ -419,6 +428,11 @@ impl Manager {
         self.proc
             .terminate(Duration::from_secs(20))
             .and_then(|s| s.code())
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
     }
 
     /// Its log so far.

@@ -90,6 +90,11 @@ impl Client {
         }
     }
 
+    /// The connector (for clients that manage their own connections).
+    pub fn connector(&self) -> TlsConnector {
+        self.connector.clone()
+    }
+
     pub async fn try_connect(
         &self,
         addr: SocketAddr,
