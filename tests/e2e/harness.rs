@@ -370,13 +370,15 @@ impl Manager {
             namespace.into(),
             "--metrics-addr".into(),
             format!("127.0.0.1:{metrics}"),
-            // The cases read /metrics over plain HTTP (`metrics_text`).
-            "--metrics-secure=false".into(),
             "--health-addr".into(),
             format!("127.0.0.1:{health}"),
             "--log-format".into(),
             "text".into(),
         ];
+        // The cases read /metrics over plain HTTP (`metrics_text`), unless they ask for more.
+        if !extra.iter().any(|a| a.starts_with("--metrics-secure")) {
+            args.push("--metrics-secure=false".into());
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut command = Command::new(env!("CARGO_BIN_EXE_kronjob"));
         command
