@@ -244,7 +244,7 @@ fn needed_grants(flags: &[String]) -> BTreeSet<Grant> {
     };
     let cronjobs = "batch.kronjob.dev";
     grant(cronjobs, "cronjobs", &["get", "list", "watch", "patch"], "");
-    grant(cronjobs, "cronjobs/status", &["get", "patch", "update"], "");
+    grant(cronjobs, "cronjobs/status", &["patch"], "");
     grant(cronjobs, "cronjobs/finalizers", &["update"], "");
     grant(
         "batch",
