@@ -554,13 +554,20 @@ async fn garbage_is_a_bad_request() {
 }
 
 #[tokio::test]
-async fn oversized_body_is_a_bad_request() {
-    let app = app();
+async fn oversized_body_is_413_and_counted() {
+    let metrics = WebhookMetrics::new(&mut Default::default());
+    let app = router(metrics.clone());
     // With a Content-Length: refused before reading.
     let mut big = create(cronjob("big"));
     big["request"]["object"]["metadata"]["annotations"] = json!({"x": "y".repeat(MAX_BODY_BYTES)});
-    let (status, body) = post_raw(&app, VALIDATE_PATH, big.to_string().into_bytes()).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let body = big.to_string().into_bytes();
+    let request = Request::post(VALIDATE_PATH)
+        .header("content-length", body.len())
+        .body(Body::from(body))
+        .expect("request");
+    let r = app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body = r.into_body().collect().await.expect("body").to_bytes();
     assert!(String::from_utf8_lossy(&body).contains("larger than"));
     // Streamed without a length: refused once the limit is crossed.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
@@ -569,18 +576,52 @@ async fn oversized_body_is_a_bad_request() {
         .body(Body::from_stream(futures::stream::iter(chunks)))
         .expect("request");
     let r = app.clone().oneshot(request).await.expect("infallible");
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let body = r.into_body().collect().await.expect("body").to_bytes();
     assert!(
         String::from_utf8_lossy(&body).contains("larger than"),
         "{body:?}"
     );
+    assert_eq!(metrics.rejected_count("too_large"), 2);
     // Just under the limit is read (and then judged).
     let mut fits = create(cronjob("fits"));
     fits["request"]["object"]["metadata"]["annotations"] =
         json!({"x": "y".repeat(MAX_BODY_BYTES - 4096)});
     let r = admit(&app, VALIDATE_PATH, &fits).await;
     assert_eq!(r["allowed"], true);
+    let (status, _) = post_raw(&app, VALIDATE_PATH, b"{not json".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(metrics.rejected_count("malformed"), 1);
+}
+
+/// A body that trickles in is cut off: 408, counted as slow, well before the API server's
+/// own timeout.
+#[tokio::test]
+async fn a_slow_body_is_408_and_counted() {
+    let metrics = WebhookMetrics::new(&mut Default::default());
+    let app = router(metrics.clone());
+    let review = create(cronjob("slow")).to_string().into_bytes();
+    let length = review.len();
+    let trickle = futures::stream::unfold(0usize, |sent| async move {
+        if sent >= 64 {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Some((Ok::<_, std::io::Error>(vec![b' ']), sent + 1))
+    });
+    let request = Request::post(VALIDATE_PATH)
+        .header("content-length", length)
+        .body(Body::from_stream(trickle))
+        .expect("request");
+    let started = std::time::Instant::now();
+    let r = app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
+    assert!(
+        started.elapsed() < kronjob::webhook::server::REQUEST_TIMEOUT,
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(metrics.rejected_count("slow"), 1);
 }
 
 #[tokio::test]

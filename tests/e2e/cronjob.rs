@@ -39,6 +39,27 @@ pub fn every_minute(name: &str, history: i32) -> Value {
     })
 }
 
+/// A CronJob on `* * * * *` whose Jobs start no Pod (`suspend: true`), keeping every Job.
+pub fn quiet_every_minute(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "batch.kronjob.dev/v1",
+        "kind": "CronJob",
+        "metadata": { "name": name },
+        "spec": {
+            "schedule": "* * * * *",
+            "successfulJobsHistoryLimit": 100,
+            "failedJobsHistoryLimit": 100,
+            "jobTemplate": { "spec": {
+                "suspend": true,
+                "template": { "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{ "name": "c", "image": "busybox:1.36" }]
+                }}
+            }}
+        }
+    })
+}
+
 /// Create the CronJob `manifest` in the Env's namespace.
 pub async fn create(env: &Env, manifest: Value) -> CronJob {
     let cj: CronJob = serde_json::from_value(manifest).expect("CronJob manifest");

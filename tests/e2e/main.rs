@@ -13,6 +13,7 @@
 mod admission;
 mod cronjob;
 mod harness;
+mod hostile;
 mod install;
 mod leader;
 mod migrate;
@@ -71,6 +72,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         admission::cases(),
         cronjob::cases(),
+        hostile::cases(),
         install::cases(),
         leader::cases(),
         migrate::cases(),

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::diff::{Difference, comparable, differences};
 use crate::api::validation::{Operation, invalid_message, validate};
 use crate::api::{
     ANNOTATION_LAST_APPLIED as LAST_APPLIED, ConcurrencyPolicy, CronJob, CronJobSpec,
@@ -284,6 +285,9 @@ pub struct Plan {
     pub migrated_times: Times,
     /// UID of the batch/v1 CronJob as read.
     pub original_uid: Option<String>,
+    /// resourceVersion of the batch/v1 CronJob as read: suspending or deleting it requires
+    /// it unchanged, so an edit made since the plan is never lost.
+    pub original_resource_version: Option<String>,
     /// UID of the kronjob CronJob as read.
     pub migrated_uid: Option<String>,
 }
@@ -305,6 +309,10 @@ impl Plan {
             original_uid: found
                 .original
                 .and_then(|o| o["metadata"]["uid"].as_str())
+                .map(String::from),
+            original_resource_version: found
+                .original
+                .and_then(|o| o["metadata"]["resourceVersion"].as_str())
                 .map(String::from),
             migrated_uid: found.migrated.and_then(|m| m.metadata.uid.clone()),
         }
@@ -346,7 +354,7 @@ pub fn plan_migration(namespace: &str, name: &str, found: Found, options: Option
         }
         (Some(original), None) => fresh(plan, original, options),
         (original, Some(migrated)) => match record_of(migrated) {
-            Some(record) => continue_migration(plan, original, &record, options),
+            Some(record) => continue_migration(plan, original, migrated, &record, options),
             None if original.is_none() => {
                 let missing = format!("{} not found", plan.original_ref());
                 plan.skip(missing)
@@ -367,6 +375,7 @@ pub fn plan_migration(namespace: &str, name: &str, found: Found, options: Option
 fn continue_migration(
     plan: Plan,
     original: Option<&Value>,
+    migrated: &CronJob,
     record: &Record,
     options: Options,
 ) -> Plan {
@@ -388,9 +397,29 @@ fn continue_migration(
             );
             plan.skip(reverting)
         }
-        State::InProgress => finish(plan, original, record, options),
+        State::InProgress => match original.map(|o| spec_differences(o, migrated)) {
+            Some(changed) if !changed.is_empty() => {
+                let stale = changed_since_created(&plan, &changed);
+                plan.skip(stale)
+            }
+            _ => finish(plan, original, record, options),
+        },
         State::Complete => completed(plan, original, options),
     }
+}
+
+/// The batch/v1 CronJob changed after an earlier run created the kronjob CronJob from it:
+/// finishing would lose the change, so the migration stops and says how to carry it.
+fn changed_since_created(plan: &Plan, changed: &[Difference]) -> String {
+    let (original, migrated) = (plan.original_ref(), plan.migrated_ref());
+    let fields: Vec<String> = changed
+        .iter()
+        .map(|d| d.swapped().describe(&original, &migrated))
+        .collect();
+    format!(
+        "{original} was changed after {migrated} was created from it ({}); finishing would lose the change: delete {migrated} (created suspended by an earlier run, it never ran) and run the migration again",
+        fields.join("; ")
+    )
 }
 
 /// A migration left in progress: carry the status, suspend (or delete) the original, resume.
@@ -775,29 +804,30 @@ fn revert(mut plan: Plan, original: Option<&Value>, migrated: &CronJob, record: 
     plan
 }
 
-/// Schedule or zone changes made to the kronjob CronJob after the migration stay behind.
-fn spec_drift(plan: &Plan, original: &Value, migrated: &CronJob) -> Vec<String> {
-    let mut spec = migrated.spec.clone();
-    let mut original_spec: CronJobSpec = match serde_json::from_value(original["spec"].clone()) {
-        Ok(spec) => spec,
-        Err(_) => return Vec::new(),
+/// Where the spec of the kronjob CronJob (left) differs from the batch/v1 CronJob's (right).
+fn spec_differences(original: &Value, migrated: &CronJob) -> Vec<Difference> {
+    let Ok(spec) = serde_json::to_value(&migrated.spec) else {
+        return Vec::new();
     };
-    if move_zone_prefix(&mut original_spec).is_err() {
-        return Vec::new();
+    match (comparable(&spec), comparable(&original["spec"])) {
+        (Some(left), Some(right)) => differences(&left, &right, "spec"),
+        _ => Vec::new(),
     }
-    spec.suspend = None;
-    original_spec.suspend = None;
-    if spec.schedule == original_spec.schedule && spec.time_zone == original_spec.time_zone {
-        return Vec::new();
-    }
-    vec![format!(
-        "{} has schedule {:?} in {}; {} keeps its own schedule {:?}",
-        plan.migrated_ref(),
-        spec.schedule,
-        spec.time_zone.as_deref().unwrap_or("UTC"),
-        plan.original_ref(),
-        original["spec"]["schedule"].as_str().unwrap_or_default()
-    )]
+}
+
+/// Every spec change made to the kronjob CronJob after the migration stays behind: the
+/// batch/v1 CronJob keeps its own spec. One warning per field.
+fn spec_drift(plan: &Plan, original: &Value, migrated: &CronJob) -> Vec<String> {
+    let (original_ref, migrated_ref) = (plan.original_ref(), plan.migrated_ref());
+    spec_differences(original, migrated)
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {original_ref} keeps its own",
+                d.describe(&migrated_ref, &original_ref)
+            )
+        })
+        .collect()
 }
 
 /// The batch/v1 CronJob recreated from a kronjob CronJob, suspended; refused when its schedule

@@ -700,9 +700,27 @@ fn revert_refusals() {
 }
 
 #[test]
-fn revert_warns_that_schedule_changes_stay_behind() {
+fn revert_warns_of_every_spec_change_that_stays_behind() {
+    // The same spec read back (defaults, nulls and empty objects as the API server stores
+    // them; a different suspend): nothing to warn about.
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: Some(&original()),
+            migrated: Some(&migrated(State::Complete, true)),
+        },
+    );
+    assert_eq!(plan.warnings, Vec::<String>::new());
+
     let mut cj = migrated(State::Complete, false);
     cj.spec.schedule = "H * * * *".into();
+    cj.spec.time_zone = Some("Europe/Berlin".into());
+    cj.spec.starting_deadline_seconds = Some(30);
+    let pod = cj.spec.job_template.spec.as_mut().expect("job spec");
+    pod.backoff_limit = Some(2);
+    let containers = &mut pod.template.spec.as_mut().expect("pod spec").containers;
+    containers[0].image = Some("alpine:3".into());
     let plan = plan_revert(
         NS,
         NAME,
@@ -711,12 +729,43 @@ fn revert_warns_that_schedule_changes_stay_behind() {
             migrated: Some(&cj),
         },
     );
+    let keeps = "cronjob.batch/cj keeps its own";
+    let (k, b) = ("cronjob.batch.kronjob.dev/cj", "cronjob.batch/cj");
     assert_eq!(
         plan.warnings,
         vec![
-            "cronjob.batch.kronjob.dev/cj has schedule \"H * * * *\" in UTC; cronjob.batch/cj keeps its own schedule \"0 * * * *\""
+            format!("spec.jobTemplate.spec.backoffLimit is 2 in {k} and not set in {b}: {keeps}"),
+            format!(
+                "spec.jobTemplate.spec.template.spec.containers[0].image is \"alpine:3\" in {k} and \"busybox\" in {b}: {keeps}"
+            ),
+            format!("spec.schedule is \"H * * * *\" in {k} and \"0 * * * *\" in {b}: {keeps}"),
+            format!("spec.startingDeadlineSeconds is 30 in {k} and not set in {b}: {keeps}"),
+            format!("spec.timeZone is \"Europe/Berlin\" in {k} and not set in {b}: {keeps}"),
         ]
     );
+    // Warnings only: the revert goes on.
+    assert_eq!(plan.action, Action::Revert);
+}
+
+#[test]
+fn an_original_changed_since_an_earlier_run_created_the_copy_is_not_finished() {
+    let copy = migrated(State::InProgress, true);
+    let unchanged = migrate(&original(), Some(&copy), false);
+    assert_eq!(unchanged.action, Action::Finish, "{:?}", unchanged.error);
+    let edited = with(original(), "/spec/schedule", json!("30 * * * *"));
+    let plan = migrate(&edited, Some(&copy), false);
+    assert_eq!(plan.action, Action::Skip);
+    assert!(plan.steps.is_empty());
+    assert_eq!(
+        plan.error.as_deref(),
+        Some(
+            "cronjob.batch/cj was changed after cronjob.batch.kronjob.dev/cj was created from it (spec.schedule is \"30 * * * *\" in cronjob.batch/cj and \"0 * * * *\" in cronjob.batch.kronjob.dev/cj); finishing would lose the change: delete cronjob.batch.kronjob.dev/cj (created suspended by an earlier run, it never ran) and run the migration again"
+        )
+    );
+    // A completed migration is the kronjob CronJob's own from then on: no such check.
+    let done = migrated(State::Complete, false);
+    let plan = migrate(&edited, Some(&done), false);
+    assert_ne!(plan.action, Action::Skip, "{:?}", plan.error);
 }
 
 #[test]
