@@ -33,7 +33,8 @@ fn walk(schedule: &Schedule, tz: &TimeZone, from: &str, n: usize) -> Vec<String>
 #[test]
 fn merged_slots_are_the_union_with_one_slot_per_instant() {
     // (what, expressions, zone, from, the slots after it)
-    let cases: &[(&str, &[&str], &str, &str, &[&str])] = &[
+    type Case<'a> = (&'a str, &'a [&'a str], &'a str, &'a str, &'a [&'a str]);
+    let cases: &[Case] = &[
         (
             "every 2 and every 3 minutes: minute 6 once",
             &["*/2 * * * *", "*/3 * * * *"],

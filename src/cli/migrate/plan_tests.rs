@@ -299,11 +299,15 @@ fn fresh_migrations_table() {
         },
         Case {
             error: Some(
-                "spec of cronjob.batch/cj does not read as a CronJob spec: missing field `schedule`",
+                "spec of cronjob.batch/cj does not read as a CronJob spec: invalid type: integer `5`, expected a string",
             ),
             ..case(
-                "no schedule",
-                with(original(), "/spec", json!({"jobTemplate": {}})),
+                "a schedule that is not a string",
+                with(
+                    original(),
+                    "/spec",
+                    json!({"schedule": 5, "jobTemplate": {}}),
+                ),
             )
         },
     ];
@@ -358,7 +362,7 @@ fn the_zone_prefix_moves_only_when_alone() {
     );
     zoned = with(zoned, "/spec/concurrencyPolicy", json!("Allow"));
     let target = migrate(&zoned, None, false).target.expect("target");
-    assert_eq!(target.spec.schedule, "0 9 * * 1-5");
+    assert_eq!(target.spec.schedule.as_deref(), Some("0 9 * * 1-5"));
     assert_eq!(target.spec.time_zone.as_deref(), Some("Asia/Tokyo"));
 }
 
@@ -675,7 +679,7 @@ fn revert_recreates_the_original_from_the_kronjob_spec() {
 #[test]
 fn revert_refusals() {
     let mut hashed = migrated(State::Complete, false);
-    hashed.spec.schedule = "H * * * *".into();
+    hashed.spec.schedule = Some("H * * * *".into());
     let mut native = migrated(State::Complete, false);
     native.metadata.annotations = None;
     let cases = [
@@ -702,7 +706,7 @@ fn revert_refusals() {
 #[test]
 fn revert_warns_that_schedule_changes_stay_behind() {
     let mut cj = migrated(State::Complete, false);
-    cj.spec.schedule = "H * * * *".into();
+    cj.spec.schedule = Some("H * * * *".into());
     let plan = plan_revert(
         NS,
         NAME,
