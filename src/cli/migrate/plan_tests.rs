@@ -682,11 +682,19 @@ fn revert_refusals() {
     hashed.spec.schedule = Some("H * * * *".into());
     let mut native = migrated(State::Complete, false);
     native.metadata.annotations = None;
+    let mut several = migrated(State::Complete, false);
+    several.spec.schedule = None;
+    several.spec.schedules = Some(vec!["0 9 * * *".into(), "0 17 * * *".into()]);
     let cases = [
         (
             None,
             Some(&hashed),
             "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj uses H in its schedule, which batch/v1 does not know",
+        ),
+        (
+            None,
+            Some(&several),
+            "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj has 2 schedules; a batch/v1 CronJob has one",
         ),
         (
             None,
@@ -701,6 +709,28 @@ fn revert_refusals() {
         assert_eq!(plan.error.as_deref(), Some(want));
         assert!(plan.steps.is_empty());
     }
+}
+
+#[test]
+fn a_single_entry_of_schedules_comes_back_as_schedule_and_the_failure_policy_stays_behind() {
+    let mut cj = migrated(State::Complete, false);
+    cj.spec.schedule = None;
+    cj.spec.schedules = Some(vec!["0 9 * * *".into()]);
+    cj.spec.failure_policy = Some(crate::api::FailurePolicy {
+        suspend_after_consecutive_failures: Some(3),
+    });
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: None,
+            migrated: Some(&cj),
+        },
+    );
+    let spec = &plan.recreate.expect("recreated")["spec"];
+    assert_eq!(spec["schedule"], "0 9 * * *");
+    assert!(spec.get("schedules").is_none(), "{spec}");
+    assert!(spec.get("failurePolicy").is_none(), "{spec}");
 }
 
 #[test]
@@ -719,6 +749,22 @@ fn revert_warns_that_schedule_changes_stay_behind() {
         plan.warnings,
         vec![
             "cronjob.batch.kronjob.dev/cj has schedule \"H * * * *\" in UTC; cronjob.batch/cj keeps its own schedule \"0 * * * *\""
+        ]
+    );
+    cj.spec.schedule = None;
+    cj.spec.schedules = Some(vec!["0 * * * *".into(), "30 * * * *".into()]);
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: Some(&original()),
+            migrated: Some(&cj),
+        },
+    );
+    assert_eq!(
+        plan.warnings,
+        vec![
+            "cronjob.batch.kronjob.dev/cj has schedules [\"0 * * * *\", \"30 * * * *\"] in UTC; cronjob.batch/cj keeps its own schedule \"0 * * * *\""
         ]
     );
 }
