@@ -12,11 +12,13 @@
 
 mod admission;
 mod cronjob;
+mod failure_policy;
 mod harness;
 mod install;
 mod leader;
 mod migrate;
 mod missed;
+mod multi_schedule;
 mod observe;
 mod plugin;
 mod policy;
@@ -70,10 +72,12 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         admission::cases(),
         cronjob::cases(),
+        failure_policy::cases(),
         install::cases(),
         leader::cases(),
         migrate::cases(),
         missed::cases(),
+        multi_schedule::cases(),
         plugin::cases(),
         policy::cases(),
         rbac::cases(),

@@ -168,11 +168,12 @@ pub fn suspended(cj: &CronJob, tally: &Tally, owned: &[&Job]) -> Readiness {
     if limit < 1 || tally.count < limit {
         return scheduling::suspended();
     }
-    let old = cj.status.clone().unwrap_or_default();
-    let kept = old.conditions.iter().find(|c| {
-        c.type_ == CONDITION_READY
-            && c.reason == reason::SUSPENDED_AFTER_FAILURES
-            && old.consecutive_failures == tally.count
+    let kept = cj.status.as_ref().and_then(|old| {
+        old.conditions.iter().find(|c| {
+            c.type_ == CONDITION_READY
+                && c.reason == reason::SUSPENDED_AFTER_FAILURES
+                && old.consecutive_failures == tally.count
+        })
     });
     let message = match (&tally.last_failed, kept) {
         (Some(last), _) => failed_in_a_row(tally.count, limit, Some(last)),
