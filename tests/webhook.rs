@@ -839,30 +839,47 @@ async fn a_new_certificate_in_the_directory_is_served_without_restart() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-// The Job template, judged by the API server: a dry-run create of the Job the CronJob makes.
+// The Job template, judged by the API server: a dry-run create of a batch/v1 CronJob carrying
+// it, so kronjob refuses what batch/v1 refuses.
 
 use std::sync::{Arc, Mutex};
 
+use kronjob::job::dry_run::{PROBE_NAME_PREFIX, PROBE_SCHEDULE};
 use kronjob::webhook::router_with_dry_run;
 use kronjob_apisim::{ApiSim, CostModel, Fault, Invalid, Resource};
 
-/// The API server's Job validation, for one rule the CRD schema and the local rules do not
-/// have: an environment variable name may not contain a space. Records the Jobs it sees.
-fn env_name_validator(sim: &ApiSim) -> Arc<Mutex<Vec<Value>>> {
+/// batch/v1 CronJobs, where the template check dry-runs.
+fn batch_cronjobs() -> Resource {
+    Resource::new("batch", "v1", "cronjobs", true)
+}
+
+/// The API server's CronJob validation, for two rules the CRD schema and the local rules do
+/// not have: an environment variable name may not contain `=`, and an `Indexed` template needs
+/// `completions` (a Job gets them by defaulting, a CronJob's template does not). Records the
+/// CronJobs it sees.
+fn template_validator(sim: &ApiSim) -> Arc<Mutex<Vec<Value>>> {
     let seen = Arc::new(Mutex::new(Vec::new()));
     let keep = seen.clone();
     sim.set_validator(
-        &Resource::jobs(),
-        Arc::new(move |job: &Value| {
-            keep.lock().expect("lock").push(job.clone());
-            let env = job
-                .pointer("/spec/template/spec/containers/0/env/0/name")
-                .and_then(Value::as_str);
-            match env {
-                Some(name) if name.contains(' ') => Err(Invalid::field(
-                    "spec.template.spec.containers[0].env[0].name",
+        &batch_cronjobs(),
+        Arc::new(move |cronjob: &Value| {
+            keep.lock().expect("lock").push(cronjob.clone());
+            let spec = &cronjob["spec"]["jobTemplate"]["spec"];
+            if spec["completionMode"] == "Indexed" && spec["completions"].is_null() {
+                return Err(Invalid::field(
+                    "spec.jobTemplate.spec.completions",
+                    "FieldValueRequired",
+                    "Required value: when completion mode is Indexed",
+                ));
+            }
+            match spec
+                .pointer("/template/spec/containers/0/env/0/name")
+                .and_then(Value::as_str)
+            {
+                Some(name) if name.contains('=') => Err(Invalid::field(
+                    "spec.jobTemplate.spec.template.spec.containers[0].env[0].name",
                     "FieldValueInvalid",
-                    format!("Invalid value: {name:?}: a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.'"),
+                    format!("Invalid value: {name:?}: a valid environment variable name must consist only of printable ASCII characters other than '='"),
                 )),
                 _ => Ok(()),
             }
@@ -896,11 +913,11 @@ fn metrics_text(registry: &prometheus_client::registry::Registry) -> String {
 #[tokio::test]
 async fn a_template_the_api_server_refuses_is_denied_with_the_cronjob_field_path() {
     let sim = ApiSim::new(CostModel::free());
-    let seen = env_name_validator(&sim);
+    let seen = template_validator(&sim);
     let mut registry = prometheus_client::registry::Registry::default();
     let app = router_with_dry_run(WebhookMetrics::new(&mut registry), Arc::new(sim.client()));
 
-    let bad = with_env_name(new_cronjob("hello"), "MY VAR");
+    let bad = with_env_name(new_cronjob("hello"), "MY=VAR");
     let response = admit(&app, VALIDATE_PATH, &create(bad)).await;
     assert_eq!(response["uid"], UID);
     assert_eq!(response["allowed"], false, "{response}");
@@ -911,8 +928,8 @@ async fn a_template_the_api_server_refuses_is_denied_with_the_cronjob_field_path
     assert_eq!(
         status["message"],
         format!(
-            "CronJob.batch.kronjob.dev \"hello\" is invalid: {path}: Invalid value: \"MY VAR\": \
-             a valid environment variable name must consist of alphabetic characters, digits, '_', '-', or '.'"
+            "CronJob.batch.kronjob.dev \"hello\" is invalid: {path}: Invalid value: \"MY=VAR\": \
+             a valid environment variable name must consist only of printable ASCII characters other than '='"
         )
     );
     let causes = status["details"]["causes"].as_array().expect("causes");
@@ -921,33 +938,41 @@ async fn a_template_the_api_server_refuses_is_denied_with_the_cronjob_field_path
     assert_eq!(causes[0]["reason"], "FieldValueInvalid");
     assert_eq!(status["details"]["kind"], "CronJob");
 
-    // Exactly one request: a dry-run create of the Job the reconciler would make, in the
-    // CronJob's namespace; nothing stored.
+    // Exactly one request: a dry-run create of a batch/v1 CronJob carrying the template, in
+    // the CronJob's namespace; nothing stored.
     let requests = sim.requests();
     assert_eq!(requests.len(), 1, "{requests:?}");
-    assert_eq!(requests[0].key(), "create jobs (dry run)");
+    assert_eq!(requests[0].key(), "create cronjobs (dry run)");
     assert!(requests[0].dry_run);
     assert_eq!(requests[0].namespace.as_deref(), Some("default"));
-    assert!(sim.list(&Resource::jobs(), None).is_empty());
-    let job = seen.lock().expect("lock")[0].clone();
-    let name = job["metadata"]["name"].as_str().expect("name");
-    let digits = name.strip_prefix("hello-").expect("<cronjob>-<minutes>");
-    assert!(digits.chars().all(|c| c.is_ascii_digit()), "{name}");
+    assert!(sim.list(&batch_cronjobs(), None).is_empty());
+    let probe = seen.lock().expect("lock")[0].clone();
+    let name = probe["metadata"]["name"]
+        .as_str()
+        .expect("a generated name");
+    assert!(name.starts_with(PROBE_NAME_PREFIX), "{name}");
+    assert_eq!(probe["spec"]["schedule"], PROBE_SCHEDULE);
     assert_eq!(
-        job["metadata"]["labels"]["batch.kronjob.dev/cronjob"],
-        "hello"
+        probe["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"],
+        "MY=VAR"
     );
-    assert!(
-        job["metadata"]["ownerReferences"].is_null(),
-        "no UID on create: no owner"
-    );
+
+    // A template valid as a Job only after Job defaulting is refused, as batch/v1 does.
+    let mut indexed = new_cronjob("indexed");
+    indexed["spec"]["jobTemplate"]["spec"]["completionMode"] = json!("Indexed");
+    let response = admit(&app, VALIDATE_PATH, &create(indexed)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let causes = response["status"]["details"]["causes"]
+        .as_array()
+        .expect("causes");
+    assert_eq!(causes[0]["field"], "spec.jobTemplate.spec.completions");
 
     // A valid template is allowed after its dry run.
     let response = admit(&app, VALIDATE_PATH, &create(new_cronjob("fine"))).await;
     assert_eq!(response["allowed"], true, "{response}");
     let text = metrics_text(&registry);
-    for result in ["invalid", "valid"] {
-        let line = format!("kronjob_webhook_dry_run_total{{result=\"{result}\"}} 1");
+    for (result, n) in [("invalid", 2), ("valid", 1)] {
+        let line = format!("kronjob_webhook_dry_run_total{{result=\"{result}\"}} {n}");
         assert!(text.contains(&line), "missing {line} in\n{text}");
     }
 }
@@ -955,13 +980,13 @@ async fn a_template_the_api_server_refuses_is_denied_with_the_cronjob_field_path
 #[tokio::test]
 async fn the_local_rules_answer_first_and_only_a_new_template_is_dry_run() {
     let sim = ApiSim::new(CostModel::free());
-    let seen = env_name_validator(&sim);
+    let seen = template_validator(&sim);
     let app = router_with_dry_run(
         WebhookMetrics::new(&mut Default::default()),
         Arc::new(sim.client()),
     );
     // Refused by the local rules: no request.
-    let mut bad = with_env_name(new_cronjob("hello"), "MY VAR");
+    let mut bad = with_env_name(new_cronjob("hello"), "MY=VAR");
     bad["spec"]["schedule"] = json!("61 * * * *");
     let response = admit(&app, VALIDATE_PATH, &create(bad.clone())).await;
     assert_eq!(response["allowed"], false);
@@ -974,7 +999,7 @@ async fn the_local_rules_answer_first_and_only_a_new_template_is_dry_run() {
     admit(&app, MUTATE_PATH, &create(new_cronjob("hello"))).await;
     // An update that leaves the template alone is not judged again (an invalid template
     // stored earlier can still be suspended).
-    let stored = with_env_name(cronjob("hello"), "MY VAR");
+    let stored = with_env_name(cronjob("hello"), "MY=VAR");
     let mut suspended = stored.clone();
     suspended["spec"]["suspend"] = json!(true);
     let response = admit(
@@ -986,25 +1011,25 @@ async fn the_local_rules_answer_first_and_only_a_new_template_is_dry_run() {
     assert_eq!(response["allowed"], true, "{response}");
     assert!(sim.requests().is_empty(), "{:?}", sim.requests());
 
-    // An update that changes it is, with the CronJob as the Job's owner.
+    // An update that changes it is judged: the new template is the one dry-run.
     let fixed = with_env_name(cronjob("hello"), "MY_VAR");
     let response = admit(&app, VALIDATE_PATH, &review("UPDATE", fixed, stored)).await;
     assert_eq!(response["allowed"], true, "{response}");
     assert_eq!(sim.requests().len(), 1);
-    let job = seen.lock().expect("lock")[0].clone();
-    let owner = &job["metadata"]["ownerReferences"][0];
-    assert_eq!(owner["uid"], "5f6c3e4a-0000-4000-8000-000000000001");
-    assert_eq!(owner["kind"], "CronJob");
-    assert_eq!(owner["controller"], true);
+    let probe = seen.lock().expect("lock")[0].clone();
+    assert_eq!(
+        probe["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"][0]["name"],
+        "MY_VAR"
+    );
 }
 
 #[tokio::test]
 async fn a_dry_run_without_verdict_allows() {
     let sim = ApiSim::new(CostModel::free());
-    env_name_validator(&sim);
+    template_validator(&sim);
     let mut registry = prometheus_client::registry::Registry::default();
     let app = router_with_dry_run(WebhookMetrics::new(&mut registry), Arc::new(sim.client()));
-    let bad = with_env_name(new_cronjob("hello"), "MY VAR");
+    let bad = with_env_name(new_cronjob("hello"), "MY=VAR");
     for fault in [
         Fault::internal_error(),
         Fault::new(403, "Forbidden").message("exceeded quota: compute-resources"),
@@ -1012,7 +1037,7 @@ async fn a_dry_run_without_verdict_allows() {
         Fault::new(400, "BadRequest")
             .message("admission webhook \"other.example.com\" denied the request"),
     ] {
-        sim.fail_next(fault.clone().method("POST").path("/jobs"));
+        sim.fail_next(fault.clone().method("POST").path("/cronjobs"));
         let response = admit(&app, VALIDATE_PATH, &create(bad.clone())).await;
         assert_eq!(response["allowed"], true, "{fault:?}: {response}");
     }

@@ -31,9 +31,8 @@ pub fn from_template(
     Some(job)
 }
 
-/// [`from_template`] without the owner reference: what a CronJob not yet created (no UID)
-/// would make. `None` when the CronJob has no name.
-pub fn unowned(
+/// [`from_template`] without the owner reference. `None` when the CronJob has no name.
+fn unowned(
     cj: &CronJob,
     name: String,
     extra_annotation: (&str, String),
@@ -94,49 +93,27 @@ pub fn manual(cj: &CronJob, requested: Timestamp, default_ttl: Option<i32>) -> O
     )
 }
 
-/// The Job to check the template with (a dry run): the one [`for_slot`] makes for the slot
-/// `at`, owned by the CronJob when it has a UID (on creation it has none yet, and the Job is
-/// checked without owner). `None` when the CronJob has no name.
-pub fn for_check(
-    cj: &CronJob,
-    at: Timestamp,
-    tz: &TimeZone,
-    default_ttl: Option<i32>,
-) -> Option<Job> {
-    if cj.metadata.uid.as_deref().is_some_and(|u| !u.is_empty()) {
-        return for_slot(cj, at, tz, default_ttl);
-    }
-    let name = scheduled_name(cj.metadata.name.as_deref()?, at);
-    unowned(
-        cj,
-        name,
-        (ANNOTATION_SCHEDULED_AT, schedule::scheduled_at(at, tz)),
-        default_ttl,
-    )
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::testing::fixtures::{CJ, CJ_UID, cronjob, t};
 
     #[test]
-    fn a_checked_job_is_owned_only_when_the_cronjob_has_a_uid() {
+    fn a_slot_job_is_owned_named_labelled_and_gets_the_default_ttl() {
         let at = t("2016-05-19T10:00:00Z");
-        let stored = cronjob("0 * * * *");
-        let job = for_check(&stored, at, &TimeZone::UTC, Some(60)).expect("job");
+        let job = for_slot(&cronjob("0 * * * *"), at, &TimeZone::UTC, Some(60)).expect("job");
         let owners = job.metadata.owner_references.expect("owned");
         assert_eq!(owners[0].uid, CJ_UID);
+        assert_eq!(owners[0].controller, Some(true));
         assert_eq!(job.metadata.name.as_deref(), Some("cj-24394200"));
-        let mut new = cronjob("0 * * * *");
-        new.metadata.uid = None;
-        let job = for_check(&new, at, &TimeZone::UTC, Some(60)).expect("job");
-        assert_eq!(job.metadata.owner_references, None);
         assert_eq!(job.metadata.labels.expect("labels")[LABEL_CRONJOB], CJ);
         assert_eq!(
             job.spec.and_then(|s| s.ttl_seconds_after_finished),
             Some(60)
         );
+        let mut nameless = cronjob("0 * * * *");
+        nameless.metadata.name = None;
+        assert!(for_slot(&nameless, at, &TimeZone::UTC, None).is_none());
     }
 
     #[test]

@@ -1,16 +1,24 @@
-//! The Job template checked exactly as the API server checks it, without re-implementing its
-//! rules: a server-side dry run (`dryRun=All`) of the Job the template makes. Used by the
-//! admission webhook (before a CronJob is stored) and by the reconciler (once per generation,
-//! when the webhook is off).
+//! The Job template checked exactly as upstream checks a batch/v1 CronJob's, without
+//! re-implementing its rules: a server-side dry run (`dryRun=All`) of a batch/v1 CronJob that
+//! carries the template. The API server's own CronJob validation judges it, so kronjob accepts
+//! the templates batch/v1 accepts and refuses the ones it refuses, naming the same fields. (A
+//! dry run of the Job the template makes would judge it after Job defaulting, which a CronJob's
+//! template never gets: an `Indexed` template without `completions` passes as a Job and is
+//! refused as a CronJob's.) Used by the admission webhook (before a CronJob is stored) and by
+//! the reconciler (once per generation, when the webhook is off).
 //!
-//! Only an answer of 422 (Invalid) says the template is invalid. A dry run goes through the
-//! API server's admission (quotas, other webhooks): any other failure, or no answer within
-//! [`DRY_RUN_TIMEOUT`], says nothing about the template.
+//! Only an answer of 422 (Invalid) naming fields of `spec.jobTemplate` says the template is
+//! invalid. A dry run goes through the API server's admission (quotas, other webhooks and
+//! policies on batch/v1 CronJobs): any other failure, a refusal of something else, or no answer
+//! within [`DRY_RUN_TIMEOUT`], says nothing about the template.
 
 use std::time::Duration;
 
 use futures::future::BoxFuture;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::batch::v1::{
+    CronJob as BatchCronJob, CronJobSpec as BatchCronJobSpec, JobTemplateSpec,
+};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::PostParams;
 use kube::core::Status;
 use kube::{Api, Client};
@@ -18,15 +26,26 @@ use kube::{Api, Client};
 /// Longest wait for a dry run's answer (well within the webhook's own 4 s).
 pub const DRY_RUN_TIMEOUT: Duration = Duration::from_millis(2500);
 
+/// The name prefix of the dry-run CronJob (the API server adds five characters; the name never
+/// collides with a stored CronJob, since nothing is stored).
+pub const PROBE_NAME_PREFIX: &str = "kronjob-template-check-";
+
+/// The dry-run CronJob's schedule: any valid one (only the template is judged).
+pub const PROBE_SCHEDULE: &str = "0 0 1 1 *";
+
+/// Where the template lies in a CronJob, and where the errors worth a verdict are.
+pub const TEMPLATE_FIELD: &str = "spec.jobTemplate";
+
 /// What a dry run said about the template.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Verdict {
-    /// The API server would create the Job.
+    /// The API server would store a batch/v1 CronJob with this template.
     Valid,
-    /// The API server refused the Job as invalid (422): its `Status`, causes included.
+    /// The API server refused the template as invalid (422): its `Status`, with the causes
+    /// under `spec.jobTemplate` only.
     Invalid(Box<Status>),
-    /// No verdict: the dry run timed out or failed otherwise (quota, another webhook,
-    /// permissions, an unavailable API server).
+    /// No verdict: the dry run timed out or failed otherwise (quota, another webhook or policy,
+    /// permissions, an unavailable API server, a refusal of something but the template).
     Unknown(Unknown),
 }
 
@@ -43,14 +62,16 @@ impl Verdict {
     /// Every [`label`](Verdict::label), so counters can start at zero for each.
     pub const LABELS: [&'static str; 4] = ["valid", "invalid", "timeout", "error"];
 
-    /// The verdict of a create's result: 422 is invalid, success valid, the rest unknown.
+    /// The verdict of a dry-run create's result: a 422 naming fields of the template is
+    /// invalid, success valid, the rest unknown.
     pub fn of<T>(result: Result<T, kube::Error>) -> Self {
-        match result {
-            Ok(_) => Verdict::Valid,
-            Err(e) => match invalid(&e) {
-                Some(status) => Verdict::Invalid(Box::new(status.clone())),
-                None => Verdict::Unknown(Unknown::Failed(crate::telemetry::error_chain(&e))),
-            },
+        let e = match result {
+            Ok(_) => return Verdict::Valid,
+            Err(e) => e,
+        };
+        match invalid(&e).and_then(template_causes) {
+            Some(status) => Verdict::Invalid(Box::new(status)),
+            None => Verdict::Unknown(Unknown::Failed(crate::telemetry::error_chain(&e))),
         }
     }
 
@@ -65,8 +86,20 @@ impl Verdict {
     }
 }
 
-/// The API server's refusal of a Job as invalid (422), if `error` is one: what a dry run calls
-/// [`Verdict::Invalid`], and what a real create of a Job from an invalid template gets.
+/// `status` with only its causes under `spec.jobTemplate`; `None` when it names none (a policy
+/// or webhook refusing batch/v1 CronJobs, not the template).
+fn template_causes(status: &Status) -> Option<Status> {
+    let mut status = status.clone();
+    let details = status.details.as_mut()?;
+    details
+        .causes
+        .retain(|c| c.field == TEMPLATE_FIELD || c.field.starts_with("spec.jobTemplate."));
+    (!details.causes.is_empty()).then_some(status)
+}
+
+/// The API server's refusal as invalid (422), if `error` is one: what a dry run calls
+/// [`Verdict::Invalid`] when it names the template, and what a real create of a Job from an
+/// invalid template gets.
 pub fn invalid(error: &kube::Error) -> Option<&Status> {
     match error {
         kube::Error::Api(status) if status.code == 422 => Some(status),
@@ -74,8 +107,9 @@ pub fn invalid(error: &kube::Error) -> Option<&Status> {
     }
 }
 
-/// The message of a refusal, without the Job's name (it changes with every slot): `invalid Job
-/// template: spec.template.spec.containers[0].image: Required value`.
+/// The message of a refusal, without the refused object's name (a Job's changes with every
+/// slot, a dry run's is generated): `invalid Job template: spec.jobTemplate.spec.completions:
+/// Required value: ...`.
 pub fn refusal_message(status: &Status) -> String {
     let detail = status
         .message
@@ -84,26 +118,59 @@ pub fn refusal_message(status: &Status) -> String {
     format!("invalid Job template: {detail}")
 }
 
-/// Something that dry-runs the create of a Job; the API client in production, a fake in tests.
-pub trait JobDryRun: Send + Sync {
-    /// Dry-run the create of `job` in `namespace`, giving up after [`DRY_RUN_TIMEOUT`].
-    fn dry_run<'a>(&'a self, namespace: &'a str, job: &'a Job) -> BoxFuture<'a, Verdict>;
-}
-
-impl JobDryRun for Client {
-    fn dry_run<'a>(&'a self, namespace: &'a str, job: &'a Job) -> BoxFuture<'a, Verdict> {
-        Box::pin(dry_run(self, namespace, job, DRY_RUN_TIMEOUT))
+/// The batch/v1 CronJob a template is judged in: a generated name, [`PROBE_SCHEDULE`], and the
+/// template as it is (its metadata included).
+pub fn probe(template: &JobTemplateSpec) -> BatchCronJob {
+    BatchCronJob {
+        metadata: ObjectMeta {
+            generate_name: Some(PROBE_NAME_PREFIX.to_string()),
+            ..ObjectMeta::default()
+        },
+        spec: Some(BatchCronJobSpec {
+            schedule: PROBE_SCHEDULE.to_string(),
+            job_template: template.clone(),
+            ..BatchCronJobSpec::default()
+        }),
+        status: None,
     }
 }
 
-/// `POST .../jobs?dryRun=All` of `job`, within `timeout`.
-pub async fn dry_run(client: &Client, namespace: &str, job: &Job, timeout: Duration) -> Verdict {
-    let api: Api<Job> = Api::namespaced(client.clone(), namespace);
+/// Something that has the API server judge a Job template; the API client in production, a
+/// fake in tests.
+pub trait TemplateDryRun: Send + Sync {
+    /// Dry-run the create of a batch/v1 CronJob carrying `template` in `namespace`, giving up
+    /// after [`DRY_RUN_TIMEOUT`].
+    fn dry_run<'a>(
+        &'a self,
+        namespace: &'a str,
+        template: &'a JobTemplateSpec,
+    ) -> BoxFuture<'a, Verdict>;
+}
+
+impl TemplateDryRun for Client {
+    fn dry_run<'a>(
+        &'a self,
+        namespace: &'a str,
+        template: &'a JobTemplateSpec,
+    ) -> BoxFuture<'a, Verdict> {
+        Box::pin(dry_run(self, namespace, template, DRY_RUN_TIMEOUT))
+    }
+}
+
+/// `POST .../batch/v1/namespaces/NS/cronjobs?dryRun=All` of [`probe`]`(template)`, within
+/// `timeout`.
+pub async fn dry_run(
+    client: &Client,
+    namespace: &str,
+    template: &JobTemplateSpec,
+    timeout: Duration,
+) -> Verdict {
+    let api: Api<BatchCronJob> = Api::namespaced(client.clone(), namespace);
     let params = PostParams {
         dry_run: true,
         ..PostParams::default()
     };
-    match tokio::time::timeout(timeout, api.create(&params, job)).await {
+    match tokio::time::timeout(timeout, api.create(&params, &probe(template))).await {
         Ok(result) => Verdict::of(result),
         Err(_) => Verdict::Unknown(Unknown::Timeout),
     }
@@ -114,53 +181,86 @@ mod tests {
     use super::*;
     use crate::testing::api_script::{Expect, mock_client};
     use http::StatusCode;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
-    fn job() -> Job {
+    fn template() -> JobTemplateSpec {
         serde_json::from_value(json!({
-            "metadata": {"name": "cj-1", "namespace": "ns"},
-            "spec": {"template": {"spec": {"containers": [{"name": "c"}]}}}
+            "metadata": {"labels": {"team": "a"}},
+            "spec": {"completionMode": "Indexed", "template": {"spec": {"containers": [{"name": "c"}]}}}
         }))
-        .expect("job")
+        .expect("template")
+    }
+
+    fn refusal(fields: &[&str]) -> Value {
+        let causes: Vec<Value> = fields
+            .iter()
+            .map(|f| json!({"reason": "FieldValueRequired", "message": "Required value", "field": f}))
+            .collect();
+        json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
+            "reason": "Invalid",
+            "message": "CronJob.batch \"kronjob-template-check-x7k2p\" is invalid: spec.jobTemplate.spec.completions: Required value",
+            "details": {"name": "kronjob-template-check-x7k2p", "group": "batch", "kind": "CronJob", "causes": causes}
+        })
+    }
+
+    #[test]
+    fn the_probe_is_a_batch_v1_cronjob_carrying_the_template_as_it_is() {
+        let probe = probe(&template());
+        assert_eq!(probe.metadata.name, None);
+        assert_eq!(
+            probe.metadata.generate_name.as_deref(),
+            Some(PROBE_NAME_PREFIX)
+        );
+        let spec = probe.spec.expect("spec");
+        assert_eq!(spec.schedule, PROBE_SCHEDULE);
+        assert!(crate::schedule::Schedule::parse(PROBE_SCHEDULE, "").is_ok());
+        assert_eq!(spec.job_template, template());
+        assert_eq!(spec.time_zone, None);
     }
 
     #[tokio::test]
-    async fn only_422_is_invalid() {
-        let invalid = json!({
-            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
-            "reason": "Invalid", "message": "Job.batch \"cj-1\" is invalid: spec.template.spec.containers[0].image: Required value",
-            "details": {"name": "cj-1", "group": "batch", "kind": "Job", "causes": [
-                {"reason": "FieldValueRequired", "message": "Required value",
-                 "field": "spec.template.spec.containers[0].image"}]}
-        });
+    async fn only_a_422_naming_the_template_is_invalid() {
         let (client, script) = mock_client();
-        let path = "/apis/batch/v1/namespaces/ns/jobs";
+        let path = "/apis/batch/v1/namespaces/ns/cronjobs";
+        let dry = |e: Expect| e.query("&dryRun=All");
         let server = script.run(vec![
-            Expect::post(path)
-                .query("&dryRun=All")
-                .reply(StatusCode::UNPROCESSABLE_ENTITY, invalid),
-            Expect::post(path).query("&dryRun=All"),
-            Expect::post(path)
-                .query("&dryRun=All")
-                .fails(StatusCode::FORBIDDEN, "Forbidden"),
-            Expect::post(path)
-                .query("&dryRun=All")
-                .fails(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
-            Expect::post(path)
-                .query("&dryRun=All")
-                .fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
+            dry(Expect::post(path)).reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                refusal(&["spec.jobTemplate.spec.completions", "metadata.labels"]),
+            ),
+            dry(Expect::post(path)),
+            // A policy on batch/v1 CronJobs refusing something but the template.
+            dry(Expect::post(path)).reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                refusal(&["metadata.labels"]),
+            ),
+            dry(Expect::post(path)).fails(StatusCode::FORBIDDEN, "Forbidden"),
+            dry(Expect::post(path)).fails(StatusCode::TOO_MANY_REQUESTS, "TooManyRequests"),
+            dry(Expect::post(path)).fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         ]);
-        let job = job();
-        match client.dry_run("ns", &job).await {
+        let template = template();
+        match client.dry_run("ns", &template).await {
             Verdict::Invalid(status) => {
-                let causes = status.details.expect("details").causes;
-                assert_eq!(causes[0].field, "spec.template.spec.containers[0].image");
+                let fields: Vec<&str> = status
+                    .details
+                    .as_ref()
+                    .expect("details")
+                    .causes
+                    .iter()
+                    .map(|c| c.field.as_str())
+                    .collect();
+                assert_eq!(fields, ["spec.jobTemplate.spec.completions"]);
+                assert_eq!(
+                    refusal_message(&status),
+                    "invalid Job template: spec.jobTemplate.spec.completions: Required value"
+                );
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(client.dry_run("ns", &job).await, Verdict::Valid);
-        for _ in 0..3 {
-            let verdict = client.dry_run("ns", &job).await;
+        assert_eq!(client.dry_run("ns", &template).await, Verdict::Valid);
+        for _ in 0..4 {
+            let verdict = client.dry_run("ns", &template).await;
             assert_eq!(verdict.label(), "error", "{verdict:?}");
         }
         server.await.expect("requests as scripted");
@@ -169,7 +269,7 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn no_answer_is_a_timeout() {
         let (client, _script) = mock_client();
-        let verdict = dry_run(&client, "ns", &job(), Duration::from_secs(2)).await;
+        let verdict = dry_run(&client, "ns", &template(), Duration::from_secs(2)).await;
         assert_eq!(verdict, Verdict::Unknown(Unknown::Timeout));
         assert_eq!(verdict.label(), "timeout");
         for label in [Verdict::Valid.label(), verdict.label(), "invalid", "error"] {

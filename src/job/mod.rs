@@ -6,10 +6,11 @@
 //!
 //! - [`name`]: `<cronjob>-<unix minutes>` for a slot, `<cronjob>-m<base 36 seconds>` for a
 //!   manual run (pure);
-//! - [`build`]: the Job a template makes, for a slot, a manual run or a check (pure);
+//! - [`build`]: the Job a template makes, for a slot or a manual run (pure);
 //! - [`read`]: which CronJob controls a Job, whether and when it finished, what it ran for,
 //!   the slim copy kept in caches (pure);
-//! - [`dry_run`]: the template checked as the API server checks Jobs (a `dryRun=All` create);
+//! - [`dry_run`]: the template checked as the API server checks a batch/v1 CronJob's (a
+//!   `dryRun=All` create of one carrying it);
 //! - [`delete`]: delete by name only while the UID is the one decided on.
 
 pub mod build;
@@ -18,9 +19,11 @@ pub mod dry_run;
 pub mod name;
 pub mod read;
 
-pub use build::{for_check, for_slot, from_template, manual, unowned};
+pub use build::{for_slot, from_template, manual};
 pub use delete::{Deletion, delete_guarded};
-pub use dry_run::{DRY_RUN_TIMEOUT, JobDryRun, Unknown, Verdict, invalid, refusal_message};
+pub use dry_run::{
+    DRY_RUN_TIMEOUT, TemplateDryRun, Unknown, Verdict, invalid, probe, refusal_message,
+};
 pub use name::{manual_name, scheduled_name};
 pub use read::{
     Finish, Outcome, Ran, controlled_by, controller_uid, created_by_kronjob, finish,

@@ -3,7 +3,7 @@
 //! decides with the local rules; a CronJob they allow whose Job template is new then gets the
 //! API server's own verdict through [`check_template`], whose dry run is injected.
 
-use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
 use kube::core::{DynamicObject, Status};
@@ -14,7 +14,7 @@ use super::metrics::Outcome;
 use crate::api::defaults::default_patch;
 use crate::api::validation::{self, FieldError, invalid_message};
 use crate::api::{CronJob, GROUP, VERSION};
-use crate::job::{self, JobDryRun, Verdict};
+use crate::job::{self, TemplateDryRun, Verdict};
 
 /// Largest accepted request body: 3 MiB (the API server's own request limit is 3 MiB; a
 /// CronJob is limited to about 1.5 MiB by etcd).
@@ -91,58 +91,26 @@ pub struct TemplateCheck {
     response: AdmissionResponse,
     name: String,
     namespace: String,
-    cronjob: Box<CronJob>,
+    template: Box<JobTemplateSpec>,
 }
 
-impl TemplateCheck {
-    /// The Job the reconciler would create for a slot at `now` (owned when the CronJob has a
-    /// UID, i.e. on update), in the CronJob's namespace.
-    pub fn job(&self, now: Timestamp) -> Option<k8s_openapi::api::batch::v1::Job> {
-        let mut cj = (*self.cronjob).clone();
-        cj.metadata.name = Some(self.name.clone());
-        cj.metadata.namespace = Some(self.namespace.clone());
-        let tz = crate::schedule::time_zone(cj.spec.time_zone.as_deref()).ok()?;
-        job::for_check(&cj, now, &tz, None)
-    }
-}
-
-/// Dry-run the Job template of a CronJob [`admit`] allowed, when it has one to check: a 422
-/// denies it with the API server's field errors under `spec.jobTemplate`; any other answer
+/// Have the API server judge the Job template of a CronJob [`admit`] allowed, when it has one
+/// to check (a dry run of a batch/v1 CronJob carrying it, [`job::dry_run`]): a refusal denies
+/// it with the API server's field errors, on the CronJob's own fields; any other answer
 /// (timeout, quota, other webhooks, an unavailable API server) allows it. The verdict, when a
 /// dry run was made.
 pub async fn check_template(
     mut answer: Answer,
-    dry_run: &dyn JobDryRun,
-    now: Timestamp,
+    dry_run: &dyn TemplateDryRun,
 ) -> (Answer, Option<Verdict>) {
     let Some(check) = answer.template.take() else {
         return (answer, None);
     };
-    let Some(job) = check.job(now) else {
-        return (answer, None);
-    };
-    let verdict = dry_run.dry_run(&check.namespace, &job).await;
+    let verdict = dry_run.dry_run(&check.namespace, &check.template).await;
     if let Verdict::Invalid(refused) = &verdict {
         answer = denied(check.response, template_status(&check.name, refused));
     }
     (answer, Some(verdict))
-}
-
-/// Where a field of the dry-run Job comes from in the CronJob: the Job's name, namespace and
-/// owner are the CronJob's; everything else is `spec.jobTemplate`'s.
-pub fn template_field(job_field: &str) -> String {
-    let from_cronjob = [
-        "metadata.name",
-        "metadata.namespace",
-        "metadata.ownerReferences",
-    ];
-    if from_cronjob.iter().any(|f| job_field.starts_with(f)) {
-        return job_field.to_string();
-    }
-    if job_field.is_empty() {
-        return "spec.jobTemplate".to_string();
-    }
-    format!("spec.jobTemplate.{job_field}")
 }
 
 /// The denial for a Job template the API server refused with `refused` (422): its causes, on
@@ -157,12 +125,11 @@ pub fn template_status(name: &str, refused: &Status) -> Status {
         causes.push(StatusCause {
             reason: "FieldValueInvalid".to_string(),
             message: refused.message.clone(),
-            field: String::new(),
+            field: job::dry_run::TEMPLATE_FIELD.to_string(),
         });
     }
     let mut rendered: Vec<String> = Vec::with_capacity(causes.len());
-    for cause in &mut causes {
-        cause.field = template_field(&cause.field);
+    for cause in &causes {
         let line = format!("{}: {}", cause.field, cause.message);
         if !rendered.contains(&line) {
             rendered.push(line);
@@ -352,13 +319,11 @@ fn template_check(
         .clone()
         .or_else(|| cronjob.metadata.namespace.clone())
         .filter(|ns| !ns.is_empty())?;
-    // A generated name is not known yet: the Job is checked with the prefix's.
-    let name = name.trim_end_matches('-').to_string();
-    (!name.is_empty()).then(|| TemplateCheck {
+    Some(TemplateCheck {
         response: response.clone(),
-        name,
+        name: name.to_string(),
         namespace,
-        cronjob: Box::new(cronjob),
+        template: Box::new(cronjob.spec.job_template),
     })
 }
 
@@ -408,36 +373,12 @@ mod tests {
     use super::*;
 
     #[test]
-    fn job_fields_map_to_the_cronjob_fields_they_come_from() {
-        for (job, cronjob) in [
-            (
-                "spec.template.spec.containers[0].image",
-                "spec.jobTemplate.spec.template.spec.containers[0].image",
-            ),
-            (
-                "spec.podFailurePolicy",
-                "spec.jobTemplate.spec.podFailurePolicy",
-            ),
-            ("metadata.labels", "spec.jobTemplate.metadata.labels"),
-            (
-                "metadata.annotations[a b]",
-                "spec.jobTemplate.metadata.annotations[a b]",
-            ),
-            ("metadata.name", "metadata.name"),
-            (
-                "metadata.ownerReferences[0].uid",
-                "metadata.ownerReferences[0].uid",
-            ),
-            ("", "spec.jobTemplate"),
-        ] {
-            assert_eq!(template_field(job), cronjob, "{job}");
-        }
-    }
-
-    #[test]
     fn a_refusal_without_causes_is_reported_on_the_template() {
-        let refused =
-            Status::failure("Job.batch \"x-1\" is invalid: something", "Invalid").with_code(422);
+        let refused = Status::failure(
+            "CronJob.batch \"kronjob-template-check-x7k2p\" is invalid: something",
+            "Invalid",
+        )
+        .with_code(422);
         let status = template_status("x", &refused);
         assert_eq!(status.code, 400);
         assert_eq!(status.reason, "Invalid");
@@ -446,7 +387,7 @@ mod tests {
         assert_eq!(causes[0].field, "spec.jobTemplate");
         assert_eq!(
             status.message,
-            "CronJob.batch.kronjob.dev \"x\" is invalid: spec.jobTemplate: Job.batch \"x-1\" is invalid: something"
+            "CronJob.batch.kronjob.dev \"x\" is invalid: spec.jobTemplate: CronJob.batch \"kronjob-template-check-x7k2p\" is invalid: something"
         );
     }
 }

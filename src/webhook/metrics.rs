@@ -79,7 +79,7 @@ impl WebhookMetrics {
         }
         registry.register(
             "kronjob_webhook_dry_run",
-            "Dry-run creates of the Job a CronJob's template makes, by result (valid, invalid, timeout, error)",
+            "Dry-run creates of a batch/v1 CronJob carrying a new or changed Job template, by result (valid, invalid, timeout, error)",
             dry_runs.clone(),
         );
         WebhookMetrics {

@@ -29,7 +29,7 @@ pub use metrics::WebhookMetrics;
 
 use crate::clock::Clock;
 use crate::task::Tasks;
-pub use server::{router, router_checking_at, router_with_dry_run};
+pub use server::{router, router_with_dry_run};
 
 /// Default certificate directory (the kubebuilder convention).
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -161,9 +161,7 @@ pub async fn serve(
 ) -> Result<(), WebhookError> {
     let listener = crate::net::bind(args.webhook_addr)?;
     let app = match &env.client {
-        Some(client) => {
-            router_checking_at(metrics, Arc::new(client.clone()), Arc::clone(&env.clock))
-        }
+        Some(client) => router_with_dry_run(metrics, Arc::new(client.clone())),
         None => router(metrics),
     };
     let loaded = args.certificates(env.client)?.load(env.clock).await?;

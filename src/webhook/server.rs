@@ -24,8 +24,7 @@ use super::admission::{
 };
 use super::certs::Loaded;
 use super::metrics::{Outcome, WebhookMetrics};
-use crate::clock::Clock;
-use crate::job::{JobDryRun, Verdict};
+use crate::job::{TemplateDryRun, Verdict};
 use crate::task::{TaskSet, Tasks};
 use crate::telemetry::Throttle;
 
@@ -43,7 +42,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 struct AppState {
     metrics: WebhookMetrics,
-    dry_run: Option<(Arc<dyn JobDryRun>, Arc<dyn Clock>)>,
+    dry_run: Option<Arc<dyn TemplateDryRun>>,
     log: Arc<Throttle>,
 }
 
@@ -55,26 +54,13 @@ pub fn router(metrics: WebhookMetrics) -> Router {
 }
 
 /// [`router`], with the Job template of every CronJob the local rules allow (on create, or
-/// when an update changes it) dry-run through `dry_run`: what the API server refuses is
-/// denied. The Job checked is the one of a slot now ([`router_checking_at`] with the system
-/// clock).
-pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn JobDryRun>) -> Router {
-    router_checking_at(metrics, dry_run, Arc::new(crate::clock::SystemClock))
+/// when an update changes it) judged by the API server through `dry_run`: what batch/v1 would
+/// refuse is denied.
+pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn TemplateDryRun>) -> Router {
+    routes(metrics, Some(dry_run))
 }
 
-/// [`router_with_dry_run`], checking the Job of a slot at `clock`'s now.
-pub fn router_checking_at(
-    metrics: WebhookMetrics,
-    dry_run: Arc<dyn JobDryRun>,
-    clock: Arc<dyn Clock>,
-) -> Router {
-    routes(metrics, Some((dry_run, clock)))
-}
-
-fn routes(
-    metrics: WebhookMetrics,
-    dry_run: Option<(Arc<dyn JobDryRun>, Arc<dyn Clock>)>,
-) -> Router {
+fn routes(metrics: WebhookMetrics, dry_run: Option<Arc<dyn TemplateDryRun>>) -> Router {
     let state = AppState {
         metrics: metrics.clone(),
         dry_run,
@@ -206,10 +192,10 @@ async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body:
 /// The API server's verdict on the template of an allowed CronJob, when there is one to ask
 /// for: counted, and logged when there is none.
 async fn judge_template(state: &AppState, answer: Answer) -> Answer {
-    let Some((dry_run, clock)) = state.dry_run.as_ref() else {
+    let Some(dry_run) = state.dry_run.as_ref() else {
         return answer;
     };
-    let (answer, verdict) = check_template(answer, dry_run.as_ref(), clock.now()).await;
+    let (answer, verdict) = check_template(answer, dry_run.as_ref()).await;
     if let Some(verdict) = verdict {
         state.metrics.dry_run(verdict.label());
         if let Verdict::Unknown(why) = &verdict

@@ -16,6 +16,7 @@ crate::cases!(
     creates_job_within_65s,
     completion_sets_last_success_and_trims_history,
     trigger_runs_now_with_the_default_ttl,
+    the_log_says_when_it_leads_and_each_controller_started,
 );
 
 /// A CronJob on `* * * * *` keeping `history` successful Jobs.
@@ -248,5 +249,57 @@ pub async fn trigger_runs_now_with_the_default_ttl(ctx: Ctx) {
         (!cj.annotations().contains_key(ANNOTATION_TRIGGER)).then_some(())
     })
     .await;
+    env.cleanup().await;
+}
+
+/// A new user watching `kronjob run` can tell that scheduling runs: with `--leader-elect` the
+/// log says when this replica leads, then that the CronJob controller started with the
+/// CronJobs it found, and that the TTL controller started.
+pub async fn the_log_says_when_it_leads_and_each_controller_started(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    for name in ["first", "second"] {
+        let mut manifest = every_minute(name, 1);
+        manifest["spec"]["suspend"] = json!(true);
+        create(&env, manifest).await;
+    }
+    let mut manager = env.manager(&[
+        "--leader-elect",
+        "--leader-election-namespace",
+        &env.namespace,
+        "--leader-election-id",
+        "logs",
+    ]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let log = wait_for(
+        Duration::from_secs(30),
+        "both controllers' start in the log",
+        || {
+            let log = manager.log();
+            async move {
+                (log.contains("CronJob controller started")
+                    && log.contains("TTL-after-finished controller started"))
+                .then_some(log)
+            }
+        },
+    )
+    .await;
+    let position = |needle: &str| {
+        log.lines()
+            .position(|l| l.contains(needle))
+            .unwrap_or_else(|| panic!("no {needle:?} in\n{log}"))
+    };
+    let leading = position("leading: starting controllers");
+    let cronjobs = position("CronJob controller started");
+    let ttl = position("TTL-after-finished controller started");
+    assert!(
+        leading < cronjobs && leading < ttl,
+        "leading comes first:\n{log}"
+    );
+    let started = log.lines().nth(cronjobs).unwrap_or_default();
+    assert!(
+        started.contains("cronjobs=2"),
+        "the CronJobs it found: {started}"
+    );
+    drop(manager);
     env.cleanup().await;
 }

@@ -20,6 +20,7 @@ mod migrate;
 mod missed;
 mod multi_schedule;
 mod observe;
+mod parity;
 mod plugin;
 mod policy;
 mod rbac;
@@ -78,6 +79,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         migrate::cases(),
         missed::cases(),
         multi_schedule::cases(),
+        parity::cases(),
         plugin::cases(),
         policy::cases(),
         rbac::cases(),

@@ -123,7 +123,7 @@ impl ReconcilerMetrics {
         );
         registry.register(
             "kronjob_template_dry_runs",
-            "Dry-run creates of the Job a CronJob's template makes, once per generation, by result",
+            "Dry-run creates of a batch/v1 CronJob carrying a CronJob's Job template, once per generation, by result",
             m.template_dry_runs.clone(),
         );
         registry.register(

@@ -1,5 +1,6 @@
 //! The Job template's check, as the reconciler runs it: once per generation that schedules
-//! Jobs, a dry-run create of the Job it would make ([`crate::job::dry_run`]); and a real
+//! Jobs, a dry-run create of a batch/v1 CronJob carrying it ([`crate::job::dry_run`]), so
+//! what batch/v1 refuses is refused; and a real
 //! create refused as invalid (the check found nothing, or the webhook is off) recorded the
 //! same way. Either refusal plans `Ready=False` reason `InvalidJobTemplate`, one Warning Event,
 //! and no Job until the spec changes ([`plan::template`]).
@@ -14,12 +15,13 @@ use kube::ResourceExt;
 use super::context::Context;
 use super::plan::{self, Action};
 use crate::api::{CronJob, CronJobStatus};
-use crate::job::{JobDryRun, Verdict, refusal_message};
+use crate::job::{TemplateDryRun, Verdict, refusal_message};
 
 /// The plan, once the template of the CronJob's generation is checked: the first time a
 /// generation that schedules Jobs is seen (its status records no check yet), one dry-run create
-/// of the Job it would make. A refusal (422) plans `Ready=False` `InvalidJobTemplate` and no
-/// Job; any other answer plans as usual (a create still refused is caught then).
+/// of a batch/v1 CronJob carrying its template. A refusal (422) plans `Ready=False`
+/// `InvalidJobTemplate` and no Job; any other answer plans as usual (a create still refused is
+/// caught then).
 pub async fn checked_plan(
     ctx: &Context,
     cj: &CronJob,
@@ -27,11 +29,11 @@ pub async fn checked_plan(
     now: Timestamp,
 ) -> plan::Plan {
     let planned = plan::plan(cj, jobs, now, &ctx.config);
-    let Some(job) = plan::template::job_to_check(cj, &planned, now, &ctx.config) else {
+    if !plan::template::needs_check(cj, &planned) {
         return planned;
-    };
+    }
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    let verdict = ctx.client.dry_run(namespace, &job).await;
+    let verdict = ctx.client.dry_run(namespace, &cj.spec.job_template).await;
     ctx.metrics.template_checked(verdict.label());
     match verdict {
         Verdict::Invalid(status) => {

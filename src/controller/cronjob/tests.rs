@@ -22,6 +22,8 @@ use crate::testing::fixtures::{CronJobFixture, JobFixture, cronjob, job, t};
 const NOW: &str = "2016-05-19T10:01:00Z";
 const SLOT_JOB: &str = "cj-24394200";
 const JOBS: &str = "/apis/batch/v1/namespaces/ns/jobs";
+/// Where the template check dry-runs a batch/v1 CronJob carrying the template.
+const BATCH_CRONJOBS: &str = "/apis/batch/v1/namespaces/ns/cronjobs";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/ns/events";
 const CRONJOB: &str = "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/cj";
 const STATUS: &str = "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/cj/status";
@@ -122,16 +124,22 @@ impl Harness {
     }
 }
 
-/// The dry-run create that checks the template of a generation not checked yet; answered as
-/// the API server does for a valid Job.
+/// The dry-run create that checks the template of a generation not checked yet (a batch/v1
+/// CronJob carrying it); answered as the API server does for a valid one.
 fn dry_run() -> Expect {
-    Expect::post(JOBS).query("&dryRun=All").check(|b| {
-        assert_eq!(b["metadata"]["ownerReferences"][0]["uid"], "cj-uid");
-        assert_eq!(
-            b["spec"]["template"]["spec"]["containers"][0]["image"],
-            "busybox"
-        );
-    })
+    Expect::post(BATCH_CRONJOBS)
+        .query("&dryRun=All")
+        .check(|b| {
+            assert_eq!(
+                b["metadata"]["generateName"],
+                crate::job::dry_run::PROBE_NAME_PREFIX
+            );
+            assert_eq!(b["spec"]["schedule"], crate::job::dry_run::PROBE_SCHEDULE);
+            assert_eq!(
+                b["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
+                "busybox"
+            );
+        })
 }
 
 /// An Event on the CronJob with this reason and type, sent by a background worker.
@@ -642,13 +650,29 @@ fn no_image(name: &str) -> Value {
 const REFUSED: &str =
     "invalid Job template: spec.template.spec.containers[0].image: Required value";
 
+/// The dry run's refusal of a batch/v1 CronJob carrying a template without an image.
+fn no_image_in_template() -> Value {
+    let name = "kronjob-template-check-x7k2p";
+    json!({
+        "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "code": 422,
+        "reason": "Invalid",
+        "message": format!("CronJob.batch {name:?} is invalid: spec.jobTemplate.spec.template.spec.containers[0].image: Required value"),
+        "details": {"name": name, "group": "batch", "kind": "CronJob", "causes": [
+            {"reason": "FieldValueRequired", "message": "Required value",
+             "field": "spec.jobTemplate.spec.template.spec.containers[0].image"}]}
+    })
+}
+
+const REFUSED_BY_DRY_RUN: &str =
+    "invalid Job template: spec.jobTemplate.spec.template.spec.containers[0].image: Required value";
+
 /// The one Warning of a refused template, with the API server's message.
-fn refused_event() -> Expect {
+fn refused_event(message: &'static str) -> Expect {
     Expect::post(EVENTS)
-        .check(|b| {
+        .check(move |b| {
             assert_eq!(b["reason"], "InvalidJobTemplate");
             assert_eq!(b["type"], "Warning");
-            assert_eq!(b["note"], REFUSED);
+            assert_eq!(b["note"], message);
             assert_eq!(b["regarding"]["name"], "cj");
         })
         .unordered()
@@ -693,20 +717,20 @@ async fn an_invalid_template_is_refused_once_per_generation_and_no_job_is_create
     let written = std::sync::Arc::new(std::sync::Mutex::new(Value::Null));
     let keep = written.clone();
     let server = script.run(vec![
-        Expect::post(JOBS)
+        Expect::post(BATCH_CRONJOBS)
             .query("&dryRun=All")
             .check(|b| {
-                assert_eq!(b["metadata"]["name"], SLOT_JOB);
-                assert!(b["spec"]["template"]["spec"]["containers"][0]["image"].is_null());
+                let pod = &b["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+                assert!(pod["containers"][0]["image"].is_null());
             })
-            .reply(StatusCode::UNPROCESSABLE_ENTITY, no_image(SLOT_JOB)),
-        refused_event(),
+            .reply(StatusCode::UNPROCESSABLE_ENTITY, no_image_in_template()),
+        refused_event(REFUSED_BY_DRY_RUN),
         status_patch_at(&bad, move |s| {
             let ready = &s["conditions"][0];
             assert_eq!(ready["type"], "Ready");
             assert_eq!(ready["status"], "False");
             assert_eq!(ready["reason"], "InvalidJobTemplate");
-            assert_eq!(ready["message"], REFUSED);
+            assert_eq!(ready["message"], REFUSED_BY_DRY_RUN);
             assert_eq!(ready["observedGeneration"], 1);
             assert!(s["lastScheduleTime"].is_null());
             assert!(s["nextScheduleTime"].is_null());
@@ -756,7 +780,7 @@ async fn an_invalid_template_is_refused_once_per_generation_and_no_job_is_create
 async fn a_dry_run_without_verdict_lets_the_slot_run() {
     let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![
-        Expect::post(JOBS)
+        Expect::post(BATCH_CRONJOBS)
             .query("&dryRun=All")
             .fails(StatusCode::INTERNAL_SERVER_ERROR, "InternalError"),
         Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], SLOT_JOB)),
@@ -788,7 +812,7 @@ async fn a_create_refused_as_invalid_stops_the_generation_without_retries() {
         Expect::post(JOBS)
             .check(|b| assert_eq!(b["metadata"]["name"], SLOT_JOB))
             .reply(StatusCode::UNPROCESSABLE_ENTITY, no_image(SLOT_JOB)),
-        refused_event(),
+        refused_event(REFUSED),
         status_patch(|s| {
             assert_eq!(s["conditions"][0]["status"], "False");
             assert_eq!(s["conditions"][0]["reason"], "InvalidJobTemplate");

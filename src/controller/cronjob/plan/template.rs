@@ -1,13 +1,12 @@
 //! The Job template's check, as the plan sees it. The API server judges the template (a dry
-//! run of the Job it makes, [`crate::job::dry_run`]); its verdict lives in the `Ready`
+//! run of a batch/v1 CronJob carrying it, [`crate::job::dry_run`]); its verdict lives in the `Ready`
 //! condition: written for a generation, `InvalidJobTemplate` stops scheduling until the spec
 //! changes, and `True` means checked, so a restart checks nothing again.
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 
 use super::scheduling;
-use super::{Action, Plan, PlanConfig, schedules, set_ready};
+use super::{Action, Plan, schedules, set_ready};
 use crate::api::{CronJob, CronJobStatus};
 use crate::controller::cronjob::status::{CONDITION_READY, reason};
 
@@ -50,23 +49,10 @@ pub fn recorded_template_check(cj: &CronJob) -> TemplateCheck {
     }
 }
 
-/// The Job to dry-run before `planned` is applied, when `cj`'s generation needs a check: none
-/// is recorded for it and the plan schedules Jobs. The slot's Job when one is due, else the
-/// Job of the next slot (of `now` when there is none yet).
-pub fn job_to_check(cj: &CronJob, planned: &Plan, now: Timestamp, cfg: &PlanConfig) -> Option<Job> {
-    if recorded_template_check(cj) != TemplateCheck::Unchecked || !schedules(planned) {
-        return None;
-    }
-    if let Some(run) = &planned.run {
-        return Some((*run.job).clone());
-    }
-    let (_, tz) = scheduling::inputs(cj).ok()?;
-    let at = planned
-        .status
-        .next_schedule_time
-        .as_ref()
-        .map_or(now, |t| t.0);
-    crate::job::for_check(cj, at, &tz, cfg.default_job_ttl)
+/// Whether the template of `cj`'s generation is to be judged before `planned` is applied: no
+/// check is recorded for the generation and the plan schedules Jobs.
+pub fn needs_check(cj: &CronJob, planned: &Plan) -> bool {
+    recorded_template_check(cj) == TemplateCheck::Unchecked && schedules(planned)
 }
 
 /// A create of the slot's Job was refused as invalid (422) with `message`: record it as the

@@ -1,0 +1,1538 @@
+//! Scale and sizing on a real control plane: a load tool, not part of the product binary.
+//!
+//! ```sh
+//! export KUBEBUILDER_ASSETS=$PWD/.envtest/1.34
+//! cargo build --release --bin kronjob
+//! cargo run --release --example scale -- --cronjobs 1000 --upstream --json /tmp/scale.json
+//! ```
+//!
+//! In one run, on one etcd + kube-apiserver started from `KUBEBUILDER_ASSETS` (etcd's data on
+//! /dev/shm), it measures:
+//!
+//! 1. the bare-create floor: N Job creates from one client with `--in-flight` requests in
+//!    flight (total time, creates/s, per-create p50/p99), in a scratch namespace;
+//! 2. kronjob: N CronJobs on `* * * * *` (their Jobs never finish: there is no kubelet), run by
+//!    `kronjob run` at its defaults for `--slots` slots: per slot the Job-creation skew (from
+//!    creationTimestamp, 1 s resolution, and from the arrival of the Job's first watch event),
+//!    missing and duplicate Jobs, when the first status write and the first Event arrived
+//!    compared with the last create, the manager's resident memory and CPU time; the start-up
+//!    time from process start to every CronJob reconciled (its first status write); and the
+//!    API server's request counters over the phase;
+//! 3. the floor again, with kronjob's Jobs still stored (`--no-floor-after` skips it);
+//! 4. with `--upstream`, the same for N batch/v1 CronJobs run by kube-controller-manager's
+//!    CronJob controller alone, tuned (50 workers, QPS and burst 1000), after kronjob's
+//!    objects are deleted.
+//!
+//! It prints markdown tables (and JSON with `--json FILE`). `--sizes` also measures, with a
+//! counting allocator, the heap bytes each cache of the manager spends per CronJob and per Job,
+//! on the objects of the run. `--manager-env K=V` and `--wrapper CMD` run the manager under a
+//! different allocator setting or a heap profiler.
+
+#![allow(missing_docs)]
+
+#[path = "scale/sizes.rs"]
+mod sizes;
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use clap::Parser;
+use futures::{StreamExt, TryStreamExt};
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::batch::v1::{
+    CronJob as BatchCronJob, CronJobSpec as BatchCronJobSpec, Job, JobSpec, JobTemplateSpec,
+};
+use k8s_openapi::api::core::v1::{
+    Container, Event as CoreEvent, Namespace, PodSpec, PodTemplateSpec,
+};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kronjob_envtest::{Assets, ControlPlane, Options, Proc, free_port};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::watcher;
+use serde::Serialize;
+use stats_alloc::{INSTRUMENTED_SYSTEM, StatsAlloc};
+
+use kronjob::api::{ANNOTATION_SCHEDULED_AT, CronJob, CronJobSpec};
+
+#[global_allocator]
+static GLOBAL: &StatsAlloc<std::alloc::System> = &INSTRUMENTED_SYSTEM;
+
+/// The annotation upstream's CronJob controller puts on its Jobs.
+const UPSTREAM_SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-timestamp";
+
+/// How often the controller process's memory and CPU are sampled.
+const SAMPLE_EVERY: Duration = Duration::from_millis(200);
+
+#[derive(Parser, Debug, Clone)]
+#[command(name = "scale", about = "kronjob at scale on a real API server")]
+struct Args {
+    /// CronJobs per controller (and bare Job creates for the floor).
+    #[arg(long, default_value_t = 1000)]
+    cronjobs: usize,
+    /// Slots to measure, one minute apart.
+    #[arg(long, default_value_t = 3)]
+    slots: u32,
+    /// The `kronjob` binary to run (build it with `cargo build --release`).
+    #[arg(long, default_value = "target/release/kronjob")]
+    kronjob: PathBuf,
+    /// Extra flags for `kronjob run` (repeatable; none: the defaults).
+    #[arg(long = "manager-arg", allow_hyphen_values = true)]
+    manager_args: Vec<String>,
+    /// Environment for the manager, `KEY=VALUE` (repeatable), e.g. `MALLOC_ARENA_MAX=2`.
+    #[arg(long = "manager-env")]
+    manager_env: Vec<String>,
+    /// Run the manager under this command (split on spaces), e.g. `heaptrack -o /tmp/h`.
+    #[arg(long)]
+    wrapper: Option<String>,
+    /// Requests in flight for the floor and for creating the CronJobs.
+    #[arg(long, default_value_t = 32)]
+    in_flight: usize,
+    /// Also run upstream's CronJob controller (kube-controller-manager, tuned) on N batch/v1
+    /// CronJobs, after kronjob.
+    #[arg(long)]
+    upstream: bool,
+    /// Skip kronjob (with --upstream: measure upstream only).
+    #[arg(long)]
+    no_kronjob: bool,
+    /// Skip the second floor measurement.
+    #[arg(long)]
+    no_floor_after: bool,
+    /// Measure the heap bytes per cached CronJob and Job on the run's objects.
+    #[arg(long)]
+    sizes: bool,
+    /// Image of the Jobs' container.
+    #[arg(long, default_value = "busybox:1.36")]
+    image: String,
+    /// Write the results as JSON to this file.
+    #[arg(long)]
+    json: Option<PathBuf>,
+    /// Keep the control plane's folder (logs, etcd) after the run.
+    #[arg(long)]
+    keep: bool,
+}
+
+// ---------------------------------------------------------------------------------------------
+// Statistics
+// ---------------------------------------------------------------------------------------------
+
+/// Nearest-rank percentile of an ascending slice.
+fn rank<T: Copy>(sorted: &[T], percent: usize) -> Option<T> {
+    let n = sorted.len();
+    let r = (percent.min(100) * n).div_ceil(100).max(1);
+    sorted.get(r - 1).copied()
+}
+
+/// p50, p99 and max of a set of seconds.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct Spread {
+    p50: f64,
+    p99: f64,
+    max: f64,
+}
+
+impl Spread {
+    fn of(mut values: Vec<f64>) -> Option<Spread> {
+        values.sort_by(f64::total_cmp);
+        Some(Spread {
+            p50: rank(&values, 50)?,
+            p99: rank(&values, 99)?,
+            max: *values.last()?,
+        })
+    }
+
+    fn show(s: Option<Spread>, digits: usize) -> String {
+        s.map_or("-".into(), |s| {
+            format!("{:.d$} / {:.d$} / {:.d$}", s.p50, s.p99, s.max, d = digits)
+        })
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process sampling
+// ---------------------------------------------------------------------------------------------
+
+/// Memory and CPU of a process, from /proc.
+#[derive(Debug, Clone, Copy, Default, Serialize)]
+struct ProcSample {
+    rss_mib: f64,
+    hwm_mib: f64,
+    cpu_s: f64,
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn proc_sample(pid: u32, ticks: f64) -> Option<ProcSample> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let kib = |key: &str| -> Option<f64> {
+        let line = status.lines().find(|l| l.starts_with(key))?;
+        line.split_whitespace().nth(1)?.parse::<f64>().ok()
+    };
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Fields after the command name (which may hold spaces): state is field 3, utime 14, stime 15.
+    let rest = &stat[stat.rfind(')')? + 2..];
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = fields.get(11)?.parse().ok()?;
+    let stime: f64 = fields.get(12)?.parse().ok()?;
+    Some(ProcSample {
+        rss_mib: kib("VmRSS:")? / 1024.0,
+        hwm_mib: kib("VmHWM:")? / 1024.0,
+        cpu_s: (utime + stime) / ticks,
+    })
+}
+
+/// The process `root` or, when it runs the program through a wrapper, its descendant whose
+/// command name is `comm`.
+fn find_process(root: u32, comm: &str) -> u32 {
+    let parent_of = |pid: u32| -> Option<u32> {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        stat[stat.rfind(')')? + 2..]
+            .split_whitespace()
+            .nth(1)?
+            .parse()
+            .ok()
+    };
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return root;
+    };
+    for entry in dir.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|s| s.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let name = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+        if name.trim() != comm {
+            continue;
+        }
+        let mut p = pid;
+        for _ in 0..8 {
+            if p == root {
+                return pid;
+            }
+            match parent_of(p) {
+                Some(pp) if pp > 1 => p = pp,
+                _ => break,
+            }
+        }
+    }
+    root
+}
+
+/// Samples a process every [`SAMPLE_EVERY`]; keeps the largest RSS seen.
+#[derive(Debug, Clone)]
+struct Sampler {
+    pid: u32,
+    ticks: f64,
+    peak_rss: Arc<Mutex<f64>>,
+    last: Arc<Mutex<ProcSample>>,
+}
+
+impl Sampler {
+    fn start(pid: u32) -> Sampler {
+        let s = Sampler {
+            pid,
+            ticks: clock_ticks(),
+            peak_rss: Arc::default(),
+            last: Arc::default(),
+        };
+        let bg = s.clone();
+        tokio::spawn(async move {
+            loop {
+                if let Some(now) = proc_sample(bg.pid, bg.ticks) {
+                    let mut peak = bg.peak_rss.lock().unwrap_or_else(|e| e.into_inner());
+                    *peak = peak.max(now.rss_mib);
+                    *bg.last.lock().unwrap_or_else(|e| e.into_inner()) = now;
+                }
+                tokio::time::sleep(SAMPLE_EVERY).await;
+            }
+        });
+        s
+    }
+
+    /// Now (falls back to the last sample once the process is gone).
+    fn now(&self) -> ProcSample {
+        proc_sample(self.pid, self.ticks)
+            .unwrap_or_else(|| *self.last.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Watching what the controllers do
+// ---------------------------------------------------------------------------------------------
+
+/// One object as a watch showed it.
+#[derive(Debug, Clone)]
+struct Seen {
+    name: String,
+    /// The controlling owner's name (Jobs).
+    owner: Option<String>,
+    /// The slot a Job was created for.
+    scheduled: Option<Timestamp>,
+    created: Option<Timestamp>,
+    arrived: Timestamp,
+}
+
+/// Everything the watches saw, in arrival order.
+#[derive(Debug, Default)]
+struct Log {
+    /// Jobs, first sighting each.
+    jobs: Vec<Seen>,
+    /// CronJob modifications (a new resourceVersion) after the initial list.
+    cronjob_writes: Vec<Seen>,
+    /// Events: each new one and each change of one (a repeat).
+    events: Vec<Seen>,
+}
+
+type SharedLog = Arc<Mutex<Log>>;
+
+fn lock(log: &SharedLog) -> std::sync::MutexGuard<'_, Log> {
+    log.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The slot of a Job: kronjob's or upstream's scheduled-time annotation, else its name's
+/// minutes suffix.
+fn scheduled_of(meta: &ObjectMeta) -> Option<Timestamp> {
+    let annotations = meta.annotations.as_ref();
+    for key in [ANNOTATION_SCHEDULED_AT, UPSTREAM_SCHEDULED_AT] {
+        if let Some(t) = annotations
+            .and_then(|a| a.get(key))
+            .and_then(|s| s.parse().ok())
+        {
+            return Some(t);
+        }
+    }
+    let (_, minutes) = meta.name.as_deref()?.rsplit_once('-')?;
+    Timestamp::from_second(minutes.parse::<i64>().ok()?.checked_mul(60)?).ok()
+}
+
+fn seen(meta: &ObjectMeta) -> Seen {
+    Seen {
+        name: meta.name.clone().unwrap_or_default(),
+        owner: meta
+            .owner_references
+            .as_ref()
+            .and_then(|o| o.iter().find(|r| r.controller == Some(true)))
+            .map(|r| r.name.clone()),
+        scheduled: scheduled_of(meta),
+        created: meta.creation_timestamp.as_ref().map(|t| t.0),
+        arrived: Timestamp::now(),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Feed {
+    Jobs,
+    CronJobWrites,
+    Events,
+}
+
+/// A metadata-only view of `K` in `ns`.
+fn meta_api<K>(client: &kube::Client, ns: &str) -> Api<PartialObjectMeta<K>>
+where
+    K: kube::Resource<DynamicType = (), Scope = k8s_openapi::NamespaceResourceScope>,
+{
+    Api::namespaced(client.clone(), ns)
+}
+
+/// Watch the metadata of `api`'s objects into `log`; returns once the initial list is done
+/// (the watch goes on in the background until the task is aborted).
+async fn watch_into<K>(
+    api: Api<PartialObjectMeta<K>>,
+    log: SharedLog,
+    feed: Feed,
+) -> tokio::task::JoinHandle<()>
+where
+    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+{
+    let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
+    let task = tokio::spawn(async move {
+        let mut ready = Some(ready_tx);
+        let mut versions: HashMap<String, String> = HashMap::new();
+        let mut stream = watcher(api, watcher::Config::default().page_size(5000)).boxed();
+        while let Some(event) = stream.next().await {
+            let object: PartialObjectMeta<K> = match event {
+                Ok(watcher::Event::Apply(o)) => o,
+                Ok(watcher::Event::InitApply(o)) => {
+                    let name = o.metadata.name.clone().unwrap_or_default();
+                    versions.insert(
+                        name,
+                        o.metadata.resource_version.clone().unwrap_or_default(),
+                    );
+                    continue;
+                }
+                Ok(watcher::Event::InitDone) => {
+                    if let Some(tx) = ready.take() {
+                        let _ = tx.send(());
+                    }
+                    continue;
+                }
+                Ok(_) => continue,
+                Err(e) => {
+                    eprintln!("watch {feed:?}: {e}");
+                    continue;
+                }
+            };
+            let meta = &object.metadata;
+            let name = meta.name.clone().unwrap_or_default();
+            let rv = meta.resource_version.clone().unwrap_or_default();
+            let previous = versions.insert(name, rv.clone());
+            let mut log = lock(&log);
+            match feed {
+                Feed::Jobs if previous.is_none() => log.jobs.push(seen(meta)),
+                // A repeated Event is a PATCH of the first one (its series count).
+                Feed::Events if previous.as_ref() != Some(&rv) => log.events.push(seen(meta)),
+                Feed::CronJobWrites if previous.is_some_and(|p| p != rv) => {
+                    log.cronjob_writes.push(seen(meta));
+                }
+                _ => {}
+            }
+        }
+    });
+    let _ = ready_rx.await;
+    task
+}
+
+// ---------------------------------------------------------------------------------------------
+// Objects
+// ---------------------------------------------------------------------------------------------
+
+fn labels() -> BTreeMap<String, String> {
+    [("app.kubernetes.io/part-of".to_string(), "scale".to_string())].into()
+}
+
+/// The Job every controller makes here: one container, never restarted.
+fn job_spec(image: &str) -> JobSpec {
+    JobSpec {
+        backoff_limit: Some(0),
+        template: PodTemplateSpec {
+            metadata: Some(ObjectMeta {
+                labels: Some(labels()),
+                ..ObjectMeta::default()
+            }),
+            spec: Some(PodSpec {
+                restart_policy: Some("Never".into()),
+                containers: vec![Container {
+                    name: "work".into(),
+                    image: Some(image.into()),
+                    command: Some(vec!["sh".into(), "-c".into(), "sleep 30".into()]),
+                    ..Container::default()
+                }],
+                ..PodSpec::default()
+            }),
+        },
+        ..JobSpec::default()
+    }
+}
+
+fn template(image: &str) -> JobTemplateSpec {
+    JobTemplateSpec {
+        metadata: Some(ObjectMeta {
+            labels: Some(labels()),
+            ..ObjectMeta::default()
+        }),
+        spec: Some(job_spec(image)),
+    }
+}
+
+fn meta(name: String) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name),
+        labels: Some(labels()),
+        ..ObjectMeta::default()
+    }
+}
+
+fn kronjob_cronjob(name: String, image: &str) -> CronJob {
+    let mut cj = CronJob::new(
+        &name,
+        CronJobSpec {
+            schedule: Some("* * * * *".into()),
+            schedules: None,
+            time_zone: None,
+            starting_deadline_seconds: None,
+            concurrency_policy: Default::default(),
+            suspend: None,
+            job_template: template(image),
+            successful_jobs_history_limit: None,
+            failed_jobs_history_limit: None,
+            failure_policy: None,
+        },
+    );
+    cj.metadata.labels = Some(labels());
+    cj
+}
+
+fn upstream_cronjob(name: String, image: &str) -> BatchCronJob {
+    BatchCronJob {
+        metadata: meta(name),
+        spec: Some(BatchCronJobSpec {
+            schedule: "* * * * *".into(),
+            job_template: template(image),
+            ..BatchCronJobSpec::default()
+        }),
+        status: None,
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// Create `n` objects made by `make(i)` with `in_flight` requests in flight; the time each
+/// create took, seconds.
+async fn create_all<K>(
+    api: &Api<K>,
+    n: usize,
+    in_flight: usize,
+    make: impl Fn(usize) -> K,
+) -> Result<Vec<f64>, BoxError>
+where
+    K: kube::Resource + Clone + std::fmt::Debug + Serialize + serde::de::DeserializeOwned,
+{
+    let pp = PostParams::default();
+    futures::stream::iter((0..n).map(make))
+        .map(|object| {
+            let pp = &pp;
+            async move {
+                let started = Instant::now();
+                api.create(pp, &object).await?;
+                Ok::<f64, kube::Error>(started.elapsed().as_secs_f64())
+            }
+        })
+        .buffer_unordered(in_flight.max(1))
+        .try_collect()
+        .await
+        .map_err(Into::into)
+}
+
+async fn create_namespace(client: &kube::Client, name: &str) -> Result<(), BoxError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let ns = Namespace {
+        metadata: meta(name.into()),
+        ..Namespace::default()
+    };
+    api.create(&PostParams::default(), &ns).await?;
+    Ok(())
+}
+
+/// Delete the namespaces and wait until they are gone (their objects deleted).
+async fn delete_namespaces(client: &kube::Client, names: &[String]) -> Result<f64, BoxError> {
+    let api: Api<Namespace> = Api::all(client.clone());
+    let started = Instant::now();
+    for name in names {
+        let _ = api.delete(name, &DeleteParams::background()).await;
+    }
+    for name in names {
+        while api.get_opt(name).await?.is_some() {
+            if started.elapsed() > Duration::from_secs(900) {
+                return Err(format!("namespace {name} still there after 15 min").into());
+            }
+            tokio::time::sleep(Duration::from_secs(1)).await;
+        }
+    }
+    Ok(started.elapsed().as_secs_f64())
+}
+
+async fn install_crd(client: &kube::Client) -> Result<(), BoxError> {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crd/cronjobs.batch.kronjob.dev.yaml");
+    let crd: CustomResourceDefinition = serde_yaml_ng::from_str(&std::fs::read_to_string(path)?)?;
+    let api: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = crd.metadata.name.clone().unwrap_or_default();
+    api.patch(
+        &name,
+        &PatchParams::apply("scale").force(),
+        &Patch::Apply(&crd),
+    )
+    .await?;
+    let established = kube::runtime::wait::await_condition(
+        api,
+        &name,
+        kube::runtime::wait::conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(60), established).await??;
+    Ok(())
+}
+
+// ---------------------------------------------------------------------------------------------
+// The API server's request counters
+// ---------------------------------------------------------------------------------------------
+
+/// `apiserver_request_total` summed by verb, group, resource, subresource and dry run.
+async fn request_counts(client: &kube::Client) -> BTreeMap<String, f64> {
+    let Ok(request) = http::Request::get("/metrics").body(Vec::new()) else {
+        return BTreeMap::new();
+    };
+    let text = client.request_text(request).await.unwrap_or_default();
+    let mut out = BTreeMap::new();
+    for line in text
+        .lines()
+        .filter(|l| l.starts_with("apiserver_request_total{"))
+    {
+        let Some((labels, value)) = line.rsplit_once(' ') else {
+            continue;
+        };
+        let label = |key: &str| -> String {
+            let pat = format!("{key}=\"");
+            labels
+                .split_once(&pat)
+                .and_then(|(_, rest)| rest.split_once('"'))
+                .map(|(v, _)| v.to_string())
+                .unwrap_or_default()
+        };
+        let (group, resource, sub) = (label("group"), label("resource"), label("subresource"));
+        let mut key = format!(
+            "{} {}",
+            label("verb"),
+            if group.is_empty() { "core" } else { &group }
+        );
+        write!(key, "/{resource}").ok();
+        if !sub.is_empty() {
+            write!(key, "/{sub}").ok();
+        }
+        if !label("dry_run").is_empty() {
+            key.push_str(" (dry run)");
+        }
+        *out.entry(key).or_insert(0.0) += value.parse::<f64>().unwrap_or(0.0);
+    }
+    out
+}
+
+fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, u64> {
+    after
+        .iter()
+        .filter_map(|(k, v)| {
+            let d = v - before.get(k).copied().unwrap_or(0.0);
+            (d >= 1.0).then(|| (k.clone(), d.round() as u64))
+        })
+        .collect()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The floor
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Serialize)]
+struct Floor {
+    creates: usize,
+    in_flight: usize,
+    seconds: f64,
+    per_second: f64,
+    /// Per create, seconds.
+    latency: Option<Spread>,
+}
+
+async fn floor(client: &kube::Client, ns: &str, args: &Args) -> Result<Floor, BoxError> {
+    create_namespace(client, ns).await?;
+    let api: Api<Job> = Api::namespaced(client.clone(), ns);
+    eprintln!("floor: {} bare Job creates in {ns}", args.cronjobs);
+    let started = Instant::now();
+    let latencies = create_all(&api, args.cronjobs, args.in_flight, |i| Job {
+        metadata: meta(format!("bare-{i:05}")),
+        spec: Some(job_spec(&args.image)),
+        status: None,
+    })
+    .await?;
+    let seconds = started.elapsed().as_secs_f64();
+    Ok(Floor {
+        creates: args.cronjobs,
+        in_flight: args.in_flight,
+        seconds,
+        per_second: args.cronjobs as f64 / seconds,
+        latency: Spread::of(latencies),
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// A controller phase
+// ---------------------------------------------------------------------------------------------
+
+/// One measured slot.
+#[derive(Debug, Clone, Serialize)]
+struct Slot {
+    slot: Timestamp,
+    jobs: usize,
+    missing: usize,
+    duplicates: usize,
+    /// creationTimestamp - slot, seconds (1 s resolution).
+    skew_created: Option<Spread>,
+    /// Arrival of the Job's first watch event - slot, seconds.
+    skew_arrived: Option<Spread>,
+    /// Seconds after the slot: the first status write (a CronJob's new resourceVersion) seen.
+    first_status_write: Option<f64>,
+    status_writes: usize,
+    /// Seconds after the slot: the first Event seen.
+    first_event: Option<f64>,
+    events: usize,
+    /// Status writes and Events that arrived before the slot's last Job (interleaved with the
+    /// creates).
+    status_writes_during_creates: usize,
+    events_during_creates: usize,
+    /// The manager 55 s after the slot.
+    process: ProcSample,
+    /// The manager's own skew histogram over the slot: the bucket bounds holding p50 and p99,
+    /// and the count, if it exports one.
+    histogram: Option<(f64, f64, u64)>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+struct Phase {
+    controller: String,
+    cronjobs: usize,
+    create_cronjobs_s: f64,
+    /// Process start to every CronJob's first status write, seconds.
+    startup_s: Option<f64>,
+    /// Process start to /readyz answering 200, seconds.
+    ready_s: Option<f64>,
+    at_startup: ProcSample,
+    slots: Vec<Slot>,
+    peak_rss_mib: f64,
+    end: ProcSample,
+    /// CPU seconds from process start to the end of the last slot.
+    cpu_s: f64,
+    jobs_at_end: usize,
+    /// The API server's CPU seconds over the phase (controller start to end).
+    apiserver_cpu_s: f64,
+    /// The API server's request counters over the phase.
+    requests: BTreeMap<String, u64>,
+}
+
+/// Which controller a phase runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Kronjob,
+    Upstream,
+}
+
+/// A started controller process and what it answers on.
+#[derive(Debug)]
+struct Controller {
+    proc: Proc,
+    pid: u32,
+    health: Option<u16>,
+    metrics: Option<u16>,
+}
+
+fn start_kronjob(args: &Args, plane: &ControlPlane) -> Result<Controller, BoxError> {
+    let (health, metrics) = (free_port()?, free_port()?);
+    let mut argv: Vec<String> = match &args.wrapper {
+        Some(w) => w.split_whitespace().map(String::from).collect(),
+        None => Vec::new(),
+    };
+    argv.push(args.kronjob.display().to_string());
+    argv.extend(
+        [
+            "run",
+            "--metrics-addr",
+            &format!("127.0.0.1:{metrics}"),
+            "--health-addr",
+            &format!("127.0.0.1:{health}"),
+            "--log-format",
+            "json",
+        ]
+        .map(String::from),
+    );
+    argv.extend(args.manager_args.iter().cloned());
+    let mut command = Command::new(&argv[0]);
+    command
+        .args(&argv[1..])
+        .env("KUBECONFIG", plane.kubeconfig())
+        .env("NO_COLOR", "1");
+    for kv in &args.manager_env {
+        if let Some((k, v)) = kv.split_once('=') {
+            command.env(k, v);
+        }
+    }
+    let proc = Proc::spawn("kronjob", command, &plane.dir().join("kronjob.log"))?;
+    let pid = proc.pid();
+    Ok(Controller {
+        proc,
+        pid,
+        health: Some(health),
+        metrics: Some(metrics),
+    })
+}
+
+fn start_upstream(assets: &Assets, plane: &ControlPlane) -> Result<Controller, BoxError> {
+    let kubeconfig = plane.kubeconfig().display().to_string();
+    let args: Vec<String> = vec![
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--authentication-kubeconfig={kubeconfig}"),
+        format!("--authorization-kubeconfig={kubeconfig}"),
+        "--controllers=cronjob-controller".into(),
+        "--concurrent-cron-job-syncs=50".into(),
+        "--kube-api-qps=1000".into(),
+        "--kube-api-burst=1000".into(),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", free_port()?),
+        "--leader-elect=false".into(),
+    ];
+    let proc = Proc::start(
+        "kube-controller-manager (cronjob)",
+        &assets.binary("kube-controller-manager"),
+        &args,
+        &plane.dir().join("upstream-cronjob.log"),
+    )?;
+    let pid = proc.pid();
+    Ok(Controller {
+        proc,
+        pid,
+        health: None,
+        metrics: None,
+    })
+}
+
+async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .ok()?;
+    let request = format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n");
+    stream.write_all(request.as_bytes()).await.ok()?;
+    let mut body = Vec::new();
+    stream.read_to_end(&mut body).await.ok()?;
+    let text = String::from_utf8_lossy(&body).into_owned();
+    let code = text.split_whitespace().nth(1)?.parse().ok()?;
+    Some((code, text))
+}
+
+/// `kronjob_job_creation_skew_seconds` buckets (cumulative counts by `le`).
+async fn skew_histogram(port: Option<u16>) -> BTreeMap<String, u64> {
+    let Some((_, text)) =
+        futures::future::OptionFuture::from(port.map(|p| http_get(p, "/metrics")))
+            .await
+            .flatten()
+    else {
+        return BTreeMap::new();
+    };
+    text.lines()
+        .filter_map(|l| l.strip_prefix("kronjob_job_creation_skew_seconds_bucket{le=\""))
+        .filter_map(|l| {
+            let (le, rest) = l.split_once('"')?;
+            let count = rest.rsplit(' ').next()?.parse().ok()?;
+            Some((le.to_string(), count))
+        })
+        .collect()
+}
+
+/// From cumulative buckets (`le`, count) sorted by `le`: the bucket bounds that hold the
+/// median and the 99th percentile, and the count.
+fn histogram_bounds(buckets: &[(f64, u64)]) -> Option<(f64, f64, u64)> {
+    let total = buckets.last()?.1;
+    let bound = |percent: u64| -> f64 {
+        let rank = (percent * total).div_ceil(100).max(1);
+        buckets
+            .iter()
+            .find(|(_, c)| *c >= rank)
+            .map_or(f64::INFINITY, |(le, _)| *le)
+    };
+    (total > 0).then(|| (bound(50), bound(99), total))
+}
+
+/// Stop the controller: SIGTERM to the program itself first when it runs under a wrapper (a
+/// heap profiler writes its file when the program exits), then to the process we started.
+fn stop(controller: &mut Controller) {
+    if controller.pid != controller.proc.pid() {
+        kronjob_envtest::process::signal(controller.pid, 15);
+        let limit = Instant::now() + Duration::from_secs(60);
+        while Path::new(&format!("/proc/{}", controller.pid)).exists() && Instant::now() < limit {
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    controller.proc.stop(Duration::from_secs(30));
+}
+
+/// Sleep until `at` (wall clock).
+async fn sleep_until(at: Timestamp) {
+    let wait = at.duration_since(Timestamp::now());
+    if let Ok(d) = Duration::try_from(wait) {
+        tokio::time::sleep(d).await;
+    }
+}
+
+fn next_minute(after: Timestamp) -> Timestamp {
+    let s = after.as_second();
+    Timestamp::from_second((s / 60 + 1) * 60).unwrap_or(after)
+}
+
+fn secs(d: SignedDuration) -> f64 {
+    d.as_secs_f64()
+}
+
+/// Summarise one slot from what the watches saw.
+fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Slot {
+    let jobs: Vec<&Seen> = log
+        .jobs
+        .iter()
+        .filter(|j| j.scheduled == Some(slot))
+        .collect();
+    let mut per_owner: HashMap<&str, usize> = HashMap::new();
+    for j in &jobs {
+        *per_owner
+            .entry(j.owner.as_deref().unwrap_or_default())
+            .or_default() += 1;
+    }
+    let window = |s: &&Seen| s.arrived >= slot && secs(s.arrived.duration_since(slot)) < 60.0;
+    let writes: Vec<&Seen> = log.cronjob_writes.iter().filter(window).collect();
+    let events: Vec<&Seen> = log.events.iter().filter(window).collect();
+    let after = |s: &Seen| secs(s.arrived.duration_since(slot));
+    let last_job = jobs.iter().map(|j| j.arrived).max().unwrap_or(slot);
+    let during = |list: &[&Seen]| list.iter().filter(|s| s.arrived <= last_job).count();
+    Slot {
+        status_writes_during_creates: during(&writes),
+        events_during_creates: during(&events),
+        slot,
+        jobs: jobs.len(),
+        missing: names
+            .iter()
+            .filter(|n| !per_owner.contains_key(n.as_str()))
+            .count(),
+        duplicates: per_owner.values().filter(|c| **c > 1).map(|c| c - 1).sum(),
+        skew_created: Spread::of(
+            jobs.iter()
+                .filter_map(|j| j.created.map(|c| secs(c.duration_since(slot))))
+                .collect(),
+        ),
+        skew_arrived: Spread::of(jobs.iter().map(|j| after(j)).collect()),
+        first_status_write: writes.iter().map(|s| after(s)).reduce(f64::min),
+        status_writes: writes.len(),
+        first_event: events.iter().map(|s| after(s)).reduce(f64::min),
+        events: events.len(),
+        process: ProcSample::default(),
+        histogram: None,
+    }
+}
+
+/// When every CronJob in `names` has had a status write after `start`: the last of those
+/// first writes; `None` while some have not.
+fn all_written(log: &Log, names: &HashSet<String>, start: Timestamp) -> Option<Timestamp> {
+    let mut first: HashMap<&str, Timestamp> = HashMap::new();
+    for w in log.cronjob_writes.iter().filter(|w| w.arrived >= start) {
+        first.entry(w.name.as_str()).or_insert(w.arrived);
+    }
+    if !names.iter().all(|n| first.contains_key(n.as_str())) {
+        return None;
+    }
+    first.into_values().max()
+}
+
+/// Wait for /readyz (kronjob) and for every CronJob's first status write after `start`.
+async fn startup(
+    log: &SharedLog,
+    names: &HashSet<String>,
+    controller: &mut Controller,
+    start: Timestamp,
+    which: Which,
+) -> (Option<f64>, Option<f64>) {
+    let mut ready = None;
+    let limit = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < limit {
+        if controller.proc.exited().is_some() {
+            eprintln!("the controller exited:\n{}", controller.proc.log_tail(30));
+            break;
+        }
+        if ready.is_none()
+            && let Some(port) = controller.health
+            && http_get(port, "/readyz")
+                .await
+                .is_some_and(|(c, _)| c == 200)
+        {
+            ready = Some(secs(Timestamp::now().duration_since(start)));
+        }
+        if which == Which::Upstream {
+            return (None, None);
+        }
+        if ready.is_some()
+            && let Some(last) = all_written(&lock(log), names, start)
+        {
+            return (ready, Some(secs(last.duration_since(start))));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (ready, None)
+}
+
+/// Create the CronJobs of `which` in `ns`; their names and how long creating them took.
+async fn create_cronjobs(
+    client: &kube::Client,
+    ns: &str,
+    which: Which,
+    args: &Args,
+) -> Result<(HashSet<String>, f64), BoxError> {
+    let names: Vec<String> = (0..args.cronjobs).map(|i| format!("cj-{i:05}")).collect();
+    let started = Instant::now();
+    eprintln!("{which:?}: creating {} CronJobs in {ns}", args.cronjobs);
+    let image = args.image.as_str();
+    match which {
+        Which::Kronjob => {
+            let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
+            create_all(&api, names.len(), args.in_flight, |i| {
+                kronjob_cronjob(names[i].clone(), image)
+            })
+            .await?;
+        }
+        Which::Upstream => {
+            let api: Api<BatchCronJob> = Api::namespaced(client.clone(), ns);
+            create_all(&api, names.len(), args.in_flight, |i| {
+                upstream_cronjob(names[i].clone(), image)
+            })
+            .await?;
+        }
+    }
+    Ok((names.into_iter().collect(), started.elapsed().as_secs_f64()))
+}
+
+/// Run one controller on N CronJobs for the slots; the controller is stopped at the end, the
+/// objects are kept.
+async fn phase(
+    which: Which,
+    ns: &str,
+    args: &Args,
+    assets: &Assets,
+    plane: &mut ControlPlane,
+) -> Result<Phase, BoxError> {
+    let client = plane.client().await?;
+    create_namespace(&client, ns).await?;
+    // Create right after a minute boundary and start the controller at once: no slot falls
+    // due before it starts, and its start-up has the rest of the minute.
+    let now = Timestamp::now();
+    if now.as_second().rem_euclid(60) > 2 {
+        sleep_until(next_minute(now).checked_add(SignedDuration::from_secs(1))?).await;
+    }
+    let (names, create_s) = create_cronjobs(&client, ns, which, args).await?;
+    let log: SharedLog = Arc::default();
+    let mut watches = vec![
+        watch_into(meta_api::<Job>(&client, ns), log.clone(), Feed::Jobs).await,
+        watch_into(
+            meta_api::<CoreEvent>(&client, ns),
+            log.clone(),
+            Feed::Events,
+        )
+        .await,
+    ];
+    watches.push(match which {
+        Which::Kronjob => {
+            watch_into(
+                meta_api::<CronJob>(&client, ns),
+                log.clone(),
+                Feed::CronJobWrites,
+            )
+            .await
+        }
+        Which::Upstream => {
+            let api = meta_api::<BatchCronJob>(&client, ns);
+            watch_into(api, log.clone(), Feed::CronJobWrites).await
+        }
+    });
+    let requests_before = request_counts(&client).await;
+    let apiserver_pid = plane.apiserver().map(|p| p.pid());
+    let api_sampler = apiserver_pid.map(Sampler::start);
+    let api_cpu_before = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s);
+    let start = Timestamp::now();
+    let mut controller = match which {
+        Which::Kronjob => start_kronjob(args, plane)?,
+        Which::Upstream => start_upstream(assets, plane)?,
+    };
+    if args.wrapper.is_some() {
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        controller.pid = find_process(controller.pid, "kronjob");
+    }
+    let sampler = Sampler::start(controller.pid);
+    eprintln!("{which:?}: started (pid {}) at {start}", controller.pid);
+    let (ready_s, startup_s) = startup(&log, &names, &mut controller, start, which).await;
+    let at_startup = sampler.now();
+    eprintln!("{which:?}: ready {ready_s:?} s, every CronJob reconciled {startup_s:?} s");
+    let first = next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?);
+    let mut slots = Vec::new();
+    let mut histogram = skew_histogram(controller.metrics).await;
+    for i in 0..args.slots {
+        let slot = first.checked_add(SignedDuration::from_mins(i64::from(i)))?;
+        sleep_until(slot.checked_add(SignedDuration::from_secs(55))?).await;
+        let mut s = summarise_slot(&lock(&log), slot, &names);
+        s.process = sampler.now();
+        let now = skew_histogram(controller.metrics).await;
+        let mut buckets: Vec<(f64, u64)> = now
+            .iter()
+            .map(|(le, c)| {
+                let before = histogram.get(le).copied().unwrap_or(0).min(*c);
+                (le.parse().unwrap_or(f64::INFINITY), c - before)
+            })
+            .collect();
+        buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+        s.histogram = histogram_bounds(&buckets);
+        histogram = now;
+        eprintln!(
+            "{which:?}: slot {slot}: {} Jobs, {} missing, skew(created) {}, RSS {:.1} MiB",
+            s.jobs,
+            s.missing,
+            Spread::show(s.skew_created, 0),
+            s.process.rss_mib
+        );
+        slots.push(s);
+    }
+    let end = sampler.now();
+    let peak = *sampler.peak_rss.lock().unwrap_or_else(|e| e.into_inner());
+    let requests = diff(&request_counts(&client).await, &requests_before);
+    let apiserver_cpu_s = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s) - api_cpu_before;
+    stop(&mut controller);
+    for w in watches {
+        w.abort();
+    }
+    let jobs_at_end = lock(&log).jobs.len();
+    Ok(Phase {
+        controller: format!("{which:?}").to_lowercase(),
+        cronjobs: args.cronjobs,
+        create_cronjobs_s: create_s,
+        startup_s,
+        ready_s,
+        at_startup,
+        slots,
+        peak_rss_mib: peak.max(end.hwm_mib),
+        end,
+        cpu_s: end.cpu_s,
+        jobs_at_end,
+        apiserver_cpu_s,
+        requests,
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Report
+// ---------------------------------------------------------------------------------------------
+
+#[derive(Debug, Serialize)]
+struct Report {
+    cronjobs: usize,
+    slots: u32,
+    load_before: String,
+    load_after: String,
+    floor_before: Option<Floor>,
+    floor_after: Option<Floor>,
+    phases: Vec<Phase>,
+    sizes: Option<sizes::Sizes>,
+}
+
+fn load() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_default()
+}
+
+fn opt(v: Option<f64>, digits: usize) -> String {
+    v.map_or("-".into(), |v| format!("{v:.digits$}"))
+}
+
+fn floor_row(out: &mut String, what: &str, f: &Option<Floor>) {
+    if let Some(f) = f {
+        let _ = writeln!(
+            out,
+            "| {what} | {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms |",
+            f.creates,
+            f.in_flight,
+            f.seconds,
+            f.per_second,
+            f.latency.map_or("-".into(), |l| format!(
+                "{:.1} / {:.1} / {:.1}",
+                l.p50 * 1e3,
+                l.p99 * 1e3,
+                l.max * 1e3
+            )),
+        );
+    }
+}
+
+fn worst(p: &Phase, f: impl Fn(&Slot) -> Option<Spread>) -> Option<Spread> {
+    p.slots.iter().filter_map(f).reduce(|a, b| Spread {
+        p50: a.p50.max(b.p50),
+        p99: a.p99.max(b.p99),
+        max: a.max.max(b.max),
+    })
+}
+
+/// A row of the summary table: its title and how a phase's cell is written.
+type SummaryRow = (&'static str, Box<dyn Fn(&Phase) -> String>);
+
+fn summary_table(out: &mut String, r: &Report) {
+    let floor = r.floor_before.as_ref().map(|f| f.seconds);
+    let _ = writeln!(
+        out,
+        "| | {} |",
+        r.phases
+            .iter()
+            .map(|p| p.controller.as_str())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(out, "|---|{}", "---|".repeat(r.phases.len()));
+    let rows: Vec<SummaryRow> = vec![
+        (
+            "creating the CronJobs, s",
+            Box::new(|p| format!("{:.1}", p.create_cronjobs_s)),
+        ),
+        ("start: /readyz, s", Box::new(|p| opt(p.ready_s, 1))),
+        (
+            "start: every CronJob reconciled (first status write), s",
+            Box::new(|p| opt(p.startup_s, 1)),
+        ),
+        (
+            "RSS / CPU when every CronJob was reconciled, MiB / s",
+            Box::new(|p| match p.startup_s {
+                Some(_) => format!("{:.0} / {:.1}", p.at_startup.rss_mib, p.at_startup.cpu_s),
+                None => "-".into(),
+            }),
+        ),
+        (
+            "skew from creationTimestamp p50/p99/max, s (worst slot)",
+            Box::new(|p| Spread::show(worst(p, |s| s.skew_created), 0)),
+        ),
+        (
+            "skew from watch arrival p50/p99/max, s (worst slot)",
+            Box::new(|p| Spread::show(worst(p, |s| s.skew_arrived), 2)),
+        ),
+        (
+            "p99 skew (arrival) / floor time",
+            Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor) {
+                (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
+                _ => "-".into(),
+            }),
+        ),
+        (
+            "Jobs missing / duplicate (all slots)",
+            Box::new(|p| {
+                format!(
+                    "{} / {}",
+                    p.slots.iter().map(|s| s.missing).sum::<usize>(),
+                    p.slots.iter().map(|s| s.duplicates).sum::<usize>()
+                )
+            }),
+        ),
+        ("Jobs at the end", Box::new(|p| p.jobs_at_end.to_string())),
+        (
+            "RSS after each slot, MiB",
+            Box::new(|p| {
+                p.slots
+                    .iter()
+                    .map(|s| format!("{:.0}", s.process.rss_mib))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            }),
+        ),
+        (
+            "RSS peak (VmHWM), MiB",
+            Box::new(|p| format!("{:.0}", p.peak_rss_mib)),
+        ),
+        (
+            "CPU over the run, s",
+            Box::new(|p| format!("{:.1}", p.cpu_s)),
+        ),
+        (
+            "API server CPU over the run, s",
+            Box::new(|p| format!("{:.1}", p.apiserver_cpu_s)),
+        ),
+    ];
+    for (what, f) in rows {
+        let cells: Vec<String> = r.phases.iter().map(f.as_ref()).collect();
+        let _ = writeln!(out, "| {what} | {} |", cells.join(" | "));
+    }
+}
+
+fn slot_table(out: &mut String, r: &Report) {
+    let _ = writeln!(
+        out,
+        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB | CPU s | manager's skew histogram |"
+    );
+    let _ = writeln!(
+        out,
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+    );
+    for p in &r.phases {
+        for s in &p.slots {
+            let hist = s.histogram.map_or("-".into(), |(p50, p99, n)| {
+                format!("p50 <= {p50}, p99 <= {p99} ({n})")
+            });
+            let _ = writeln!(
+                out,
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {} |",
+                p.controller,
+                s.slot.strftime("%H:%M"),
+                s.jobs,
+                s.missing,
+                s.duplicates,
+                Spread::show(s.skew_created, 0),
+                Spread::show(s.skew_arrived, 2),
+                opt(s.first_status_write, 2),
+                format_args!("{} ({})", s.status_writes, s.status_writes_during_creates),
+                opt(s.first_event, 2),
+                format_args!("{} ({})", s.events, s.events_during_creates),
+                s.process.rss_mib,
+                s.process.cpu_s,
+                hist,
+            );
+        }
+    }
+}
+
+fn request_table(out: &mut String, r: &Report) {
+    let keys: std::collections::BTreeSet<&String> =
+        r.phases.iter().flat_map(|p| p.requests.keys()).collect();
+    let _ = writeln!(
+        out,
+        "\n| API server requests over the run | {} |",
+        r.phases
+            .iter()
+            .map(|p| p.controller.as_str())
+            .collect::<Vec<_>>()
+            .join(" | ")
+    );
+    let _ = writeln!(out, "|---|{}", "---|".repeat(r.phases.len()));
+    for k in keys {
+        let cells: Vec<String> = r
+            .phases
+            .iter()
+            .map(|p| p.requests.get(k).map_or("0".into(), u64::to_string))
+            .collect();
+        let _ = writeln!(out, "| {k} | {} |", cells.join(" | "));
+    }
+}
+
+fn table(r: &Report) -> String {
+    let mut out = String::new();
+    let _ = writeln!(
+        out,
+        "{} CronJobs on `* * * * *`, {} slots; load average {} at the start, {} at the end\n",
+        r.cronjobs, r.slots, r.load_before, r.load_after
+    );
+    let _ = writeln!(out, "| floor | |\n|---|---|");
+    floor_row(&mut out, "before", &r.floor_before);
+    floor_row(
+        &mut out,
+        "after (the controller's Jobs stored)",
+        &r.floor_after,
+    );
+    out.push('\n');
+    if !r.phases.is_empty() {
+        summary_table(&mut out, r);
+        slot_table(&mut out, r);
+        request_table(&mut out, r);
+    }
+    if let Some(s) = &r.sizes {
+        out.push('\n');
+        out.push_str(&s.table());
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+// Main
+// ---------------------------------------------------------------------------------------------
+
+async fn run(args: Args) -> Result<Report, BoxError> {
+    let assets =
+        Assets::from_env()?.ok_or("set KUBEBUILDER_ASSETS to the control-plane binaries")?;
+    if !args.no_kronjob && !args.kronjob.is_file() {
+        return Err(format!(
+            "{}: no such binary (cargo build --release)",
+            args.kronjob.display()
+        )
+        .into());
+    }
+    let load_before = load();
+    let options = Options {
+        controllers: vec!["namespace-controller".into()],
+        ..Options::default()
+    };
+    let mut plane = ControlPlane::start(&assets, options).await?;
+    eprintln!("control plane in {}", plane.dir().display());
+    let client = plane.client().await?;
+    install_crd(&client).await?;
+    let floor_before = Some(floor(&client, "scale-floor-before", &args).await?);
+    let mut phases = Vec::new();
+    let mut floor_after = None;
+    let mut sizes = None;
+    let mut doomed = vec!["scale-floor-before".to_string()];
+    if !args.no_kronjob {
+        phases.push(phase(Which::Kronjob, "scale-kronjob", &args, &assets, &mut plane).await?);
+        doomed.push("scale-kronjob".into());
+        if args.sizes {
+            sizes = Some(sizes::measure(&client, "scale-kronjob").await?);
+        }
+        if !args.no_floor_after {
+            floor_after = Some(floor(&client, "scale-floor-after", &args).await?);
+            doomed.push("scale-floor-after".into());
+        }
+    }
+    if args.upstream {
+        let took = delete_namespaces(&client, &doomed).await?;
+        eprintln!("deleted {doomed:?} in {took:.0} s");
+        phases.push(
+            phase(
+                Which::Upstream,
+                "scale-upstream",
+                &args,
+                &assets,
+                &mut plane,
+            )
+            .await?,
+        );
+    }
+    if args.keep {
+        // Not dropped: its folder stays (its processes end with this one).
+        eprintln!("keeping {}", plane.dir().display());
+        std::mem::forget(plane);
+    }
+    Ok(Report {
+        cronjobs: args.cronjobs,
+        slots: args.slots,
+        load_before,
+        load_after: load(),
+        floor_before,
+        floor_after,
+        phases,
+        sizes,
+    })
+}
+
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let args = Args::parse();
+    let json = args.json.clone();
+    match run(args).await {
+        Ok(report) => {
+            print!("{}", table(&report));
+            if let Some(path) = json {
+                match serde_json::to_string_pretty(&report) {
+                    Ok(text) => {
+                        if let Err(e) = std::fs::write(&path, text) {
+                            eprintln!("writing {}: {e}", path.display());
+                        }
+                    }
+                    Err(e) => eprintln!("JSON: {e}"),
+                }
+            }
+            std::process::ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_and_spread() {
+        let v: Vec<f64> = (1..=100).map(f64::from).collect();
+        let s = Spread::of(v).expect("values");
+        assert_eq!((s.p50, s.p99, s.max), (50.0, 99.0, 100.0));
+        assert!(Spread::of(Vec::new()).is_none());
+        assert_eq!(rank(&[3.0], 99), Some(3.0));
+    }
+
+    #[test]
+    fn slot_of_a_job_from_annotations_or_name() {
+        let mut m = ObjectMeta {
+            name: Some("cj-00001-29000000".into()),
+            ..ObjectMeta::default()
+        };
+        assert_eq!(
+            scheduled_of(&m),
+            Timestamp::from_second(29_000_000 * 60).ok()
+        );
+        m.annotations = Some(
+            [(
+                UPSTREAM_SCHEDULED_AT.to_string(),
+                "2025-01-01T00:01:00Z".to_string(),
+            )]
+            .into(),
+        );
+        assert_eq!(scheduled_of(&m), "2025-01-01T00:01:00Z".parse().ok());
+        m.name = Some("x".into());
+        m.annotations = None;
+        assert_eq!(scheduled_of(&m), None);
+    }
+
+    #[test]
+    fn a_slot_counts_missing_and_duplicate_jobs_and_what_came_after() {
+        let slot: Timestamp = "2025-01-01T00:01:00Z".parse().expect("ts");
+        let at = |ms: i64| {
+            slot.checked_add(SignedDuration::from_millis(ms))
+                .expect("ts")
+        };
+        let job = |owner: &str, ms: i64| Seen {
+            name: format!("{owner}-x"),
+            owner: Some(owner.into()),
+            scheduled: Some(slot),
+            created: Some(at(ms / 1000 * 1000)),
+            arrived: at(ms),
+        };
+        let log = Log {
+            jobs: vec![job("a", 300), job("a", 1200), job("b", 2500)],
+            cronjob_writes: vec![Seen {
+                arrived: at(2600),
+                ..job("a", 0)
+            }],
+            events: vec![Seen {
+                arrived: at(-500),
+                ..job("a", 0)
+            }],
+        };
+        let names: HashSet<String> = ["a", "b", "c"].map(String::from).into();
+        let s = summarise_slot(&log, slot, &names);
+        assert_eq!((s.jobs, s.missing, s.duplicates), (3, 1, 1));
+        let created = s.skew_created.expect("jobs");
+        assert_eq!((created.p50, created.max), (1.0, 2.0));
+        assert_eq!(s.skew_arrived.map(|a| a.max), Some(2.5));
+        assert_eq!(s.first_status_write, Some(2.6));
+        assert_eq!((s.events, s.first_event), (0, None));
+        assert_eq!(s.status_writes_during_creates, 0);
+    }
+
+    #[test]
+    fn request_counters_are_diffed_by_verb_and_resource() {
+        let before: BTreeMap<String, f64> = [("POST batch/jobs".to_string(), 10.0)].into();
+        let after: BTreeMap<String, f64> = [
+            ("POST batch/jobs".to_string(), 1010.0),
+            ("GET core/pods".to_string(), 0.0),
+        ]
+        .into();
+        let d = diff(&after, &before);
+        assert_eq!(d.get("POST batch/jobs"), Some(&1000));
+        assert!(!d.contains_key("GET core/pods"));
+    }
+
+    #[test]
+    fn histogram_bounds_hold_the_ranks() {
+        let buckets = [
+            (0.5, 10),
+            (1.0, 90),
+            (2.5, 99),
+            (5.0, 100),
+            (f64::INFINITY, 100),
+        ];
+        assert_eq!(histogram_bounds(&buckets), Some((1.0, 2.5, 100)));
+        assert_eq!(histogram_bounds(&[(1.0, 0), (f64::INFINITY, 0)]), None);
+    }
+
+    #[test]
+    fn proc_sample_reads_this_process() {
+        let s = proc_sample(std::process::id(), clock_ticks()).expect("/proc");
+        assert!(s.rss_mib > 0.0 && s.hwm_mib >= s.rss_mib);
+    }
+}
