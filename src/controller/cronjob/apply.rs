@@ -105,8 +105,8 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
 
 /// The failure policy's suspension: `spec.suspend: true` as a JSON patch that applies only to
 /// the generation planned from (a spec changed since, a resume say, makes the API server refuse
-/// it: `None`, and the changed spec is planned again). On success the CronJob as patched, a
-/// Warning Event and the counter.
+/// it: `None`, and the changed spec is planned again when its change is seen). On success the
+/// CronJob as patched, a Warning Event and the counter.
 async fn suspend_spec(
     ctx: &Context,
     cj: &CronJob,
@@ -133,12 +133,9 @@ async fn suspend_spec(
             ctx.outbox.event(on, EventType::Warning, reason, note);
             Ok(Some(patched))
         }
-        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => {
-            let _ = ctx
-                .reconcile
-                .unbounded_send(kube::runtime::reflector::ObjectRef::from_obj(cj));
-            Ok(None)
-        }
+        // The spec changed since the plan (its watch event brings a new reconcile), or the
+        // CronJob is gone. No retry of our own: a refusal that lasted would make it a loop.
+        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(None),
         Err(e) => Err(Error::Kube(e)),
     }
 }
