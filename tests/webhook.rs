@@ -304,6 +304,27 @@ fn invalid_cases() -> Vec<(&'static str, Edit, &'static str, &'static str)> {
             "Required value",
         ),
         (
+            "schedule and schedules",
+            |o| o["spec"]["schedules"] = json!(["0 * * * *"]),
+            "spec.schedules",
+            "Forbidden: may not be set together with schedule",
+        ),
+        (
+            "a bad entry of schedules",
+            |o| {
+                o["spec"].as_object_mut().expect("spec").remove("schedule");
+                o["spec"]["schedules"] = json!(["0 * * * *", "*/0 * * * *"]);
+            },
+            "spec.schedules[1]",
+            "Invalid value: \"*/0 * * * *\"",
+        ),
+        (
+            "failure policy of zero",
+            |o| o["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 0}),
+            "spec.failurePolicy.suspendAfterConsecutiveFailures",
+            "Invalid value: 0: must be greater than or equal to 1",
+        ),
+        (
             "no job template",
             |o| {
                 o["spec"]
@@ -730,6 +751,80 @@ async fn serves_over_verified_tls_and_drains_on_shutdown() {
     // Neither does a client that expects another name.
     assert!(client.try_connect(addr, "elsewhere.example").await.is_err());
 
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(15), server)
+        .await
+        .expect("server stops")
+        .expect("task")
+        .expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Several schedules and the failure policy over real TLS: every invalid combination is
+/// denied naming its field, the valid ones are allowed.
+#[tokio::test]
+async fn schedules_and_failure_policy_over_tls_name_the_field_of_each_invalid_combination() {
+    let pki = tls_support::Pki::new();
+    let dir = tls_support::temp_dir("schedules");
+    pki.write_leaf(&dir, "localhost");
+    let (addr, stop, server) = tls_support::serve_dir(&dir, Duration::from_millis(100)).await;
+    let client = tls_support::Client::new(&pki.ca_pem);
+    fn schedules(items: Value) -> Value {
+        let mut o = cronjob("multi");
+        o["spec"].as_object_mut().expect("spec").remove("schedule");
+        o["spec"]["schedules"] = items;
+        o
+    }
+    let mut both = schedules(json!(["*/2 * * * *"]));
+    both["spec"]["schedule"] = json!("0 * * * *");
+    let mut neither = cronjob("multi");
+    neither["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("schedule");
+    let mut policy = schedules(json!(["*/2 * * * *", "*/3 * * * *"]));
+    policy["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": -1});
+    let mut fine = schedules(json!(["*/2 * * * *", "*/3 * * * *", "H 3 * * SUN"]));
+    fine["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 3});
+    // (object, the causes' fields; none: allowed)
+    let cases: Vec<(Value, &[&str])> = vec![
+        (fine, &[]),
+        (schedules(json!(["@every 2h"])), &[]),
+        (both, &["spec.schedules"]),
+        (neither, &["spec.schedule"]),
+        (schedules(json!([])), &["spec.schedules"]),
+        (schedules(json!(vec!["0 * * * *"; 17])), &["spec.schedules"]),
+        (
+            schedules(json!(["@every 2h", "0 * * * *"])),
+            &["spec.schedules"],
+        ),
+        (
+            schedules(json!(["0 * * * *", "61 * * * *", "", "TZ=UTC 0 * * * *"])),
+            &[
+                "spec.schedules[2]",
+                "spec.schedules[3]",
+                "spec.schedules[1]",
+            ],
+        ),
+        (schedules(json!("0 * * * *")), &["spec.schedules"]),
+        (
+            policy,
+            &["spec.failurePolicy.suspendAfterConsecutiveFailures"],
+        ),
+    ];
+    for (object, want) in cases {
+        let body = create(object.clone()).to_string();
+        let (status, answer) = client.post(addr, "localhost", VALIDATE_PATH, body).await;
+        assert_eq!(status, 200);
+        let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], want.is_empty(), "{object}: {response}");
+        let fields: Vec<&str> = response["status"]["details"]["causes"]
+            .as_array()
+            .map(|causes| causes.iter().filter_map(|c| c["field"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(fields, want, "{}", response["status"]["message"]);
+    }
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(15), server)
         .await

@@ -652,7 +652,10 @@ fn check(target: &CronJob) -> Result<(), String> {
 /// A grandfathered `TZ=zone ` or `CRON_TZ=zone ` prefix moves to `spec.timeZone`; refused when
 /// `timeZone` is set too.
 pub fn move_zone_prefix(spec: &mut CronJobSpec) -> Result<Option<String>, String> {
-    let schedule = spec.schedule.trim_start();
+    let Some(original) = spec.schedule.clone() else {
+        return Ok(None);
+    };
+    let schedule = original.trim_start();
     let Some(rest) = schedule
         .strip_prefix("CRON_TZ=")
         .or_else(|| schedule.strip_prefix("TZ="))
@@ -663,16 +666,14 @@ pub fn move_zone_prefix(spec: &mut CronJobSpec) -> Result<Option<String>, String
     let expr = expr.trim();
     if let Some(set) = &spec.time_zone {
         return Err(format!(
-            "spec.schedule {:?} carries a time zone prefix and spec.timeZone is {set:?} too: remove one of them first",
-            spec.schedule
+            "spec.schedule {original:?} carries a time zone prefix and spec.timeZone is {set:?} too: remove one of them first"
         ));
     }
     let change = format!(
-        "spec.schedule {:?} becomes {expr:?} with spec.timeZone {zone:?} (kronjob refuses TZ= prefixes)",
-        spec.schedule
+        "spec.schedule {original:?} becomes {expr:?} with spec.timeZone {zone:?} (kronjob refuses TZ= prefixes)"
     );
     spec.time_zone = Some(zone.to_string());
-    spec.schedule = expr.to_string();
+    spec.schedule = Some(expr.to_string());
     Ok(Some(change))
 }
 
@@ -831,17 +832,31 @@ fn spec_drift(plan: &Plan, original: &Value, migrated: &CronJob) -> Vec<String> 
 }
 
 /// The batch/v1 CronJob recreated from a kronjob CronJob, suspended; refused when its schedule
-/// uses `H`, which batch/v1 does not know.
+/// uses `H` or it has several schedules, which batch/v1 does not know. A single entry of
+/// `schedules` becomes `schedule`; the failure policy is not carried (batch/v1 has none).
 fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
     let key = format!("{}/{}", plan.namespace, plan.name);
-    if Schedule::parse(&migrated.spec.schedule, &key).is_ok_and(|s| s.uses_hash()) {
+    let exprs = migrated.spec.schedule_exprs().unwrap_or_default();
+    let gone = format!(
+        "{} no longer exists and {}",
+        plan.original_ref(),
+        plan.migrated_ref()
+    );
+    if exprs.len() > 1 {
         return Err(format!(
-            "{} no longer exists and {} uses H in its schedule, which batch/v1 does not know",
-            plan.original_ref(),
-            plan.migrated_ref()
+            "{gone} has {} schedules; a batch/v1 CronJob has one",
+            exprs.len()
+        ));
+    }
+    if Schedule::parse_each(exprs, &key).is_ok_and(|s| s.uses_hash()) {
+        return Err(format!(
+            "{gone} uses H in its schedule, which batch/v1 does not know"
         ));
     }
     let mut spec = migrated.spec.clone();
+    spec.schedule = exprs.first().cloned();
+    spec.schedules = None;
+    spec.failure_policy = None;
     spec.suspend = Some(true);
     let mut annotations = migrated.metadata.annotations.clone().unwrap_or_default();
     annotations.retain(|key, _| {

@@ -57,8 +57,10 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
     } else {
         requeue
     };
-    if applied.status != cj.status.clone().unwrap_or_default() {
-        ctx.status.submit(&cj, applied.status);
+    // After the failure policy's suspension the status goes on top of the suspended CronJob.
+    let base = applied.suspended.as_ref().unwrap_or(&cj);
+    if !applied.discarded && applied.status != base.status.clone().unwrap_or_default() {
+        ctx.status.submit(base, applied.status);
     }
     if let Some(e) = applied.error {
         return Err(e);

@@ -161,6 +161,13 @@ impl StatusWriter {
         view
     }
 
+    /// `object`, which this process wrote outside the status writer (a spec patch), supersedes
+    /// `before` (a view): a cache still showing `before` lags behind it.
+    pub fn superseded(&self, before: &CronJob, object: Arc<CronJob>) {
+        let key = ObjectRef::from_obj(before);
+        self.state().learn(&key, before.resource_version(), object);
+    }
+
     /// Write `status` for the CronJob `view` (as returned by [`Self::view`]); replaces any
     /// status submitted for it and not yet written.
     pub fn submit(&self, view: &CronJob, status: CronJobStatus) {
