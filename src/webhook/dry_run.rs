@@ -4,13 +4,14 @@
 //!
 //! - **deduplicated by template**: the verdict (valid or invalid) of a template already checked
 //!   is reused for [`VERDICT_TTL`], for any CronJob of the namespace with that template;
-//! - **rate-limited**: at most `per_minute` dry runs in any minute ([`TokenBucket`]); past it a
+//! - **rate-limited**: at most `per_minute` dry runs in any minute ([`Window`]); past it a
 //!   template is not checked and the CronJob is allowed (the reconciler checks each generation's
 //!   template once, so an invalid one still gets `Ready=False` `InvalidJobTemplate` and no Job);
 //! - **their own client and concurrency**: the manager gives the webhook a client of its own
 //!   (another connection to the API server) and at most [`MAX_IN_FLIGHT`] run at once, so the
 //!   controllers' Job creates never wait behind them.
 
+use std::collections::VecDeque;
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -31,43 +32,48 @@ pub const VERDICT_TTL: Duration = Duration::from_secs(600);
 pub const VERDICTS: usize = 4096;
 /// Most dry runs in flight at once.
 pub const MAX_IN_FLIGHT: usize = 4;
+/// How long a dry run waits for one of the [`MAX_IN_FLIGHT`] before it is skipped as busy.
+pub const QUEUE_WAIT: Duration = Duration::from_secs(2);
 
-/// A token bucket that lets at most `per_minute` events through in any 60 seconds: a burst of
-/// a fifth of them, refilled at the rate of the other four fifths. Pure: the caller gives the
-/// time.
+/// A sliding window that lets at most `per_minute` events through in any 60 seconds, all of
+/// them at once if they come at once (a user applying a directory of CronJobs gets each
+/// template checked), none more until the oldest is a minute old. Pure: the caller gives the
+/// time; it holds at most `per_minute` instants.
 #[derive(Debug, Clone)]
-pub struct TokenBucket {
-    capacity: f64,
-    per_second: f64,
-    tokens: f64,
-    last: Instant,
+pub struct Window {
+    per_minute: usize,
+    given: VecDeque<Instant>,
 }
 
-impl TokenBucket {
-    /// A full bucket for `per_minute` events a minute (0: none ever).
-    pub fn per_minute(per_minute: u32, now: Instant) -> Self {
-        let burst = (per_minute / 5).max(1).min(per_minute);
-        TokenBucket {
-            capacity: f64::from(burst),
-            per_second: f64::from(per_minute - burst) / 60.0,
-            tokens: f64::from(burst),
-            last: now,
+impl Window {
+    /// An empty window for `per_minute` events a minute (0: none ever).
+    pub fn per_minute(per_minute: u32) -> Self {
+        let per_minute = usize::try_from(per_minute).unwrap_or(usize::MAX);
+        Window {
+            per_minute,
+            given: VecDeque::with_capacity(per_minute.min(1024)),
         }
     }
 
-    /// Take one token at `now`, if there is one.
+    /// Let one event through at `now`, if fewer than `per_minute` went in the last minute.
     pub fn take(&mut self, now: Instant) -> bool {
-        let elapsed = now.saturating_duration_since(self.last).as_secs_f64();
-        self.last = self.last.max(now);
-        self.tokens = (self.tokens + elapsed * self.per_second).min(self.capacity);
-        if self.tokens >= 1.0 {
-            self.tokens -= 1.0;
+        while let Some(first) = self.given.front() {
+            if now.saturating_duration_since(*first) >= MINUTE {
+                self.given.pop_front();
+            } else {
+                break;
+            }
+        }
+        if self.given.len() < self.per_minute {
+            self.given.push_back(now);
             true
         } else {
             false
         }
     }
 }
+
+const MINUTE: Duration = Duration::from_secs(60);
 
 /// What identifies a template's verdict: the namespace and the template, as a SHA-256 digest
 /// of its JSON (the template carries nothing of the CronJob or the slot).
@@ -87,7 +93,7 @@ pub fn template_key(namespace: &str, template: &JobTemplateSpec) -> [u8; 32] {
 /// (`kronjob_webhook_dry_runs_skipped_total`).
 pub struct Budgeted {
     inner: Arc<dyn TemplateDryRun>,
-    bucket: Mutex<TokenBucket>,
+    window: Mutex<Window>,
     verdicts: Mutex<LruCache<[u8; 32], (Instant, Verdict)>>,
     in_flight: Semaphore,
     metrics: WebhookMetrics,
@@ -105,7 +111,7 @@ impl Budgeted {
         let capacity = NonZeroUsize::new(VERDICTS).unwrap_or(NonZeroUsize::MIN);
         Budgeted {
             inner,
-            bucket: Mutex::new(TokenBucket::per_minute(per_minute, Instant::now())),
+            window: Mutex::new(Window::per_minute(per_minute)),
             verdicts: Mutex::new(LruCache::new(capacity)),
             in_flight: Semaphore::new(MAX_IN_FLIGHT),
             metrics,
@@ -145,13 +151,15 @@ impl Budgeted {
             return verdict;
         }
         let granted = {
-            let mut bucket = self.bucket.lock().unwrap_or_else(|e| e.into_inner());
-            bucket.take(Instant::now())
+            let mut window = self.window.lock().unwrap_or_else(|e| e.into_inner());
+            window.take(Instant::now())
         };
         if !granted {
             return self.skipped("rate_limited");
         }
-        let Ok(_permit) = self.in_flight.try_acquire() else {
+        // The window bounds how many can wait here: at most `per_minute` a minute.
+        let Ok(Ok(_permit)) = tokio::time::timeout(QUEUE_WAIT, self.in_flight.acquire()).await
+        else {
             return self.skipped("busy");
         };
         let verdict = self.inner.dry_run(namespace, template).await;
@@ -177,40 +185,47 @@ mod tests {
     use std::sync::atomic::{AtomicUsize, Ordering};
 
     #[test]
-    fn a_bucket_never_lets_more_than_its_rate_through_in_any_minute() {
+    fn a_window_never_lets_more_than_its_rate_through_in_any_minute() {
         for per_minute in [1, 5, 50, 120] {
             let start = Instant::now();
-            let mut bucket = TokenBucket::per_minute(per_minute, start);
-            // Ask every 100 ms for ten minutes; record when a token was given.
+            let mut window = Window::per_minute(per_minute);
+            // Ask every 100 ms for ten minutes; record when an event went through.
             let mut given = Vec::new();
             for tick in 0..6000u64 {
                 let now = start + Duration::from_millis(tick * 100);
-                if bucket.take(now) {
+                if window.take(now) {
                     given.push(now);
                 }
             }
             for (i, first) in given.iter().enumerate() {
                 let within = given[i..]
                     .iter()
-                    .take_while(|t| t.duration_since(*first) < Duration::from_secs(60))
+                    .take_while(|t| t.duration_since(*first) < MINUTE)
                     .count();
                 assert!(
                     within <= per_minute as usize,
                     "{per_minute}/min: {within} within a minute"
                 );
             }
-            // Under constant demand the rate is used, not just bounded.
-            let last_minute = given
+            // All at once at the start, and the whole rate used every minute after.
+            assert_eq!(
+                given.iter().filter(|t| **t == start).count(),
+                per_minute.min(1) as usize,
+                "one per tick"
+            );
+            let tenth_minute = given
                 .iter()
                 .filter(|t| t.duration_since(start) >= Duration::from_secs(540))
                 .count();
-            let floor = (per_minute - (per_minute / 5).max(1)) as usize;
-            assert!(
-                last_minute + 1 >= floor,
-                "{per_minute}/min: {last_minute} in the tenth minute"
-            );
+            assert_eq!(tenth_minute, per_minute as usize, "{per_minute}/min");
         }
-        let mut none = TokenBucket::per_minute(0, Instant::now());
+        // A burst: all of the rate at one instant, then nothing until a minute later.
+        let start = Instant::now();
+        let mut window = Window::per_minute(50);
+        assert_eq!((0..80).filter(|_| window.take(start)).count(), 50);
+        assert!(!window.take(start + Duration::from_secs(59)));
+        assert!(window.take(start + MINUTE));
+        let mut none = Window::per_minute(0);
         assert!(!none.take(Instant::now() + Duration::from_secs(3600)));
     }
 
@@ -268,21 +283,22 @@ mod tests {
         let again = budgeted.dry_run("ns", &job("bad")).await;
         assert_eq!(again.label(), "invalid", "a refusal is remembered too");
         assert_eq!(inner.0.load(Ordering::SeqCst), 2);
-        // New templates: the burst (a fifth of 10) minus the two used, then rate-limited.
+        // New templates: the rest of the minute's 10 (two used), then rate-limited.
         let mut verdicts = Vec::new();
         for i in 0..10 {
             let verdict = budgeted.dry_run("ns", &job(&format!("image{i}"))).await;
             verdicts.push(verdict.label());
         }
-        assert_eq!(inner.0.load(Ordering::SeqCst), 2, "{verdicts:?}");
-        assert!(verdicts.iter().all(|l| *l == "error"), "{verdicts:?}");
+        assert_eq!(inner.0.load(Ordering::SeqCst), 10, "{verdicts:?}");
+        assert_eq!(verdicts[..8], ["valid"; 8], "{verdicts:?}");
+        assert_eq!(verdicts[8..], ["error"; 2], "{verdicts:?}");
         let mut text = String::new();
         prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
         for line in [
-            "kronjob_webhook_dry_run_total{result=\"valid\"} 1",
+            "kronjob_webhook_dry_run_total{result=\"valid\"} 9",
             "kronjob_webhook_dry_run_total{result=\"invalid\"} 1",
             "kronjob_webhook_dry_runs_skipped_total{reason=\"cached\"} 20",
-            "kronjob_webhook_dry_runs_skipped_total{reason=\"rate_limited\"} 10",
+            "kronjob_webhook_dry_runs_skipped_total{reason=\"rate_limited\"} 2",
         ] {
             assert!(text.contains(line), "{line} in\n{text}");
         }
