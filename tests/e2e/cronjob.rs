@@ -112,7 +112,8 @@ pub async fn readme_install_commands_and_kubectl_get_output(ctx: Ctx) {
         .next()
         .and_then(|h| h.find("NEXT SCHEDULE"))
         .expect("NEXT SCHEDULE column");
-    let now = jiff::Timestamp::now();
+    // A slot reached while kubectl reads is rewritten a moment later: allow it a few seconds.
+    let now = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(10);
     for row in table.lines().skip(1) {
         let cell = row
             .get(next_column..)
@@ -123,7 +124,7 @@ pub async fn readme_install_commands_and_kubectl_get_output(ctx: Ctx) {
             .unwrap_or_else(|e| panic!("NEXT SCHEDULE {cell:?} is not a time ({e}):\n{table}"));
         assert!(
             next > now,
-            "NEXT SCHEDULE {next} is not in the future:\n{table}"
+            "NEXT SCHEDULE {next} is not in the future (10 s allowed):\n{table}"
         );
     }
     assert!(!table.contains("<invalid>"), "{table}");
