@@ -11,7 +11,9 @@ use super::{Action, DeleteReason};
 use crate::api::CronJobStatus;
 use crate::job::{self as jobs, Outcome};
 
-/// Raise `lastSuccessfulTime` and `lastFailureTime` to the latest finish among `owned`.
+/// Raise `lastSuccessfulTime` and `lastFailureTime` to the latest finish among `owned`. A
+/// success is dated by the Job's `completionTime`, as upstream does (the Job controller may add
+/// the `Complete` condition a moment after it); a failure by its `Failed` condition.
 pub fn record_last_finished(owned: &[&Job], status: &mut CronJobStatus) {
     for job in owned {
         let Some(jobs::Finish {
@@ -21,9 +23,15 @@ pub fn record_last_finished(owned: &[&Job], status: &mut CronJobStatus) {
         else {
             continue;
         };
-        let slot = match outcome {
-            Outcome::Complete => &mut status.last_successful_time,
-            Outcome::Failed => &mut status.last_failure_time,
+        let (slot, at) = match outcome {
+            Outcome::Complete => {
+                let completed = job.status.as_ref().and_then(|s| s.completion_time.as_ref());
+                (
+                    &mut status.last_successful_time,
+                    completed.map_or(at, |t| t.0),
+                )
+            }
+            Outcome::Failed => (&mut status.last_failure_time, at),
         };
         if slot.as_ref().is_none_or(|t| t.0 < at) {
             *slot = Some(Time(at));
@@ -178,6 +186,20 @@ mod tests {
         assert_eq!(
             status.last_successful_time,
             Some(Time(t("2024-01-01T04:00:00Z")))
+        );
+    }
+
+    #[test]
+    fn a_success_is_dated_by_its_completion_time() {
+        let mut done = job("done").complete_at("2024-01-01T01:00:01Z");
+        if let Some(s) = done.status.as_mut() {
+            s.completion_time = Some(Time(t("2024-01-01T01:00:00Z")));
+        }
+        let mut status = CronJobStatus::default();
+        record_last_finished(&[&done], &mut status);
+        assert_eq!(
+            status.last_successful_time,
+            Some(Time(t("2024-01-01T01:00:00Z")))
         );
     }
 }
