@@ -111,7 +111,13 @@ pub async fn sigterm_hands_over_to_the_standby_before_the_next_slot(ctx: Ctx) {
     ];
     let mut first = env.manager(&lease);
     first.wait_ready(Duration::from_secs(60)).await;
-    assert!(leads(&first).await, "the first replica leads");
+    // A standby is ready too: readiness does not wait for the lease.
+    wait_for(
+        Duration::from_secs(15),
+        "the first replica to lead",
+        || async { leads(&first).await.then_some(()) },
+    )
+    .await;
     let mut second = env.manager(&lease);
     let names = vec!["handover".to_string()];
     crate::cronjob::create(&env, crate::cronjob::quiet_every_minute("handover")).await;
