@@ -108,25 +108,35 @@ pub fn requeue_for(next: Timestamp, now: Timestamp) -> Duration {
 
 /// The CronJob's zone and parsed schedule, or why it cannot schedule.
 pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
-    let tz = schedule::time_zone(cj.spec.time_zone.as_deref()).map_err(|e| {
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cj.metadata.name.as_deref().unwrap_or_default();
+    inputs_of(
+        &cj.spec.schedule,
+        cj.spec.time_zone.as_deref(),
+        namespace,
+        name,
+    )
+}
+
+/// [`inputs`] from the fields it reads: the schedule and zone of the CronJob `namespace/name`.
+pub fn inputs_of(
+    schedule: &str,
+    time_zone: Option<&str>,
+    namespace: &str,
+    name: &str,
+) -> Result<(Schedule, TimeZone), Readiness> {
+    let tz = schedule::time_zone(time_zone).map_err(|e| {
         Readiness::not_ready(
             reason::UNKNOWN_TIME_ZONE,
-            format!(
-                "invalid timeZone: {:?}: {e}",
-                cj.spec.time_zone.as_deref().unwrap_or_default()
-            ),
+            format!("invalid timeZone: {:?}: {e}", time_zone.unwrap_or_default()),
             Some(events::UNKNOWN_TIME_ZONE),
         )
     })?;
-    let key = format!(
-        "{}/{}",
-        cj.metadata.namespace.as_deref().unwrap_or_default(),
-        cj.metadata.name.as_deref().unwrap_or_default()
-    );
-    let sched = Schedule::parse(&cj.spec.schedule, &key).map_err(|e| {
+    let key = format!("{namespace}/{name}");
+    let sched = Schedule::parse(schedule, &key).map_err(|e| {
         Readiness::not_ready(
             reason::INVALID_SCHEDULE,
-            format!("invalid schedule: {:?} : {e}", cj.spec.schedule),
+            format!("invalid schedule: {schedule:?} : {e}"),
             Some(events::INVALID_SCHEDULE),
         )
     })?;
