@@ -18,7 +18,7 @@ use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
-use super::cache::job::Run;
+use super::cache::job::{Owner, Run};
 use super::cache::{CachedJob, SlimJob};
 use crate::api::LABEL_CRONJOB;
 use crate::job::Finish;
@@ -64,45 +64,49 @@ fn key(namespace: &str, name: &str) -> Key {
     (namespace.into(), name.into())
 }
 
-/// The cached Jobs ([`CachedJob`]: what the readers look at, ~0.3 KB a Job) and, per owner
-/// UID, the keys of its Jobs.
+/// The cached Jobs ([`CachedJob`]: what the readers look at, boxed so the map's spare slots
+/// stay small) and, per owner UID, the owner (shared by its Jobs) and the keys of its Jobs.
 #[derive(Debug, Default)]
 struct Inner {
-    objects: HashMap<Key, CachedJob>,
-    by_owner: HashMap<Box<str>, Vec<Key>>,
+    objects: HashMap<Key, Box<CachedJob>>,
+    by_owner: HashMap<Box<str>, (Arc<Owner>, Vec<Key>)>,
 }
 
 impl Inner {
     /// Store `job`; true when it is new or its meaning changed.
-    fn upsert(&mut self, key: Key, job: CachedJob) -> bool {
+    fn upsert(&mut self, key: Key, mut job: CachedJob) -> bool {
         let meaning = Meaning::of(&job);
         let changed = self
             .objects
             .get(&key)
             .is_none_or(|e| Meaning::of(e) != meaning);
         self.unlink(&key);
-        if let Some(uid) = job.owner_uid() {
-            self.by_owner
-                .entry(uid.into())
-                .or_default()
-                .push(key.clone());
+        if let Some(owner) = job.owner.as_mut() {
+            let (shared, keys) = self
+                .by_owner
+                .entry(owner.uid.clone())
+                .or_insert_with(|| (Arc::clone(owner), Vec::new()));
+            if **shared == **owner {
+                *owner = Arc::clone(shared);
+            }
+            keys.push(key.clone());
         }
-        self.objects.insert(key, job);
+        self.objects.insert(key, Box::new(job));
         changed
     }
 
     /// Drop `key`; the Job, if it was there.
-    fn remove(&mut self, key: &Key) -> Option<CachedJob> {
+    fn remove(&mut self, key: &Key) -> Option<Box<CachedJob>> {
         self.unlink(key);
         self.objects.remove(key)
     }
 
     /// Remove `key` from the owner list it is currently filed under.
     fn unlink(&mut self, key: &Key) {
-        let Some(old_owner) = self.objects.get(key).and_then(CachedJob::owner_uid) else {
+        let Some(old_owner) = self.objects.get(key).and_then(|j| j.owner_uid()) else {
             return;
         };
-        if let Some(keys) = self.by_owner.get_mut(old_owner) {
+        if let Some((_, keys)) = self.by_owner.get_mut(old_owner) {
             keys.retain(|k| k != key);
             if keys.is_empty() {
                 self.by_owner.remove(old_owner);
@@ -159,11 +163,11 @@ impl OwnerIndex {
     /// the cache.
     pub fn jobs_of(&self, owner_uid: &str) -> Vec<Arc<Job>> {
         let inner = read(&self.inner);
-        let Some(keys) = inner.by_owner.get(owner_uid) else {
+        let Some((_, keys)) = inner.by_owner.get(owner_uid) else {
             return Vec::new();
         };
         keys.iter()
-            .filter_map(|k| inner.objects.get(k).map(|j| Arc::new(j.to_job())))
+            .filter_map(|k| inner.objects.get(k).map(|j| Arc::new(j.to_job(&k.0, &k.1))))
             .collect()
     }
 
@@ -172,15 +176,15 @@ impl OwnerIndex {
         read(&self.inner)
             .objects
             .get(&key(namespace, name))
-            .map(|j| Arc::new(j.to_job()))
+            .map(|j| Arc::new(j.to_job(namespace, name)))
     }
 
     /// Every cached Job (used when a namespace watch re-lists).
     pub fn snapshot(&self) -> Vec<Arc<SlimJob>> {
         read(&self.inner)
             .objects
-            .values()
-            .map(|j| Arc::new(SlimJob(j.to_job())))
+            .iter()
+            .map(|(k, j)| Arc::new(SlimJob(j.to_job(&k.0, &k.1))))
             .collect()
     }
 
@@ -260,9 +264,9 @@ impl IndexWriter {
         {
             let current = read(&self.inner);
             for (key, job) in self.buffer.take().unwrap_or_default() {
-                let was = current.objects.get(&key).map(Meaning::of);
+                let was = current.objects.get(&key).map(|j| Meaning::of(j));
                 if was.as_ref() != Some(&Meaning::of(&job)) {
-                    changed.push(SlimJob(job.to_job()));
+                    changed.push(SlimJob(job.to_job(&key.0, &key.1)));
                 }
                 fresh.upsert(key, job);
             }
@@ -273,7 +277,7 @@ impl IndexWriter {
                 .objects
                 .iter()
                 .filter(|(key, _)| !fresh.objects.contains_key(*key))
-                .map(|(_, job)| SlimJob(job.to_job())),
+                .map(|(key, job)| SlimJob(job.to_job(&key.0, &key.1))),
         );
         *current = fresh;
         drop(current);

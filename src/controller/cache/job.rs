@@ -2,9 +2,10 @@
 //! controller reads (metadata as [`super::meta`] keeps it, `ttlSecondsAfterFinished`, the start
 //! and completion times and the conditions' type, status and time): the pod template,
 //! managedFields and the rest are skipped while decoding. [`CachedJob`] is what the owner
-//! index keeps of one (~0.3 KB), made back into a Job for a reconcile ([`CachedJob::to_job`]).
+//! index keeps of one, made back into a Job for a reconcile ([`CachedJob::to_job`]).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::NamespaceResourceScope;
@@ -129,18 +130,23 @@ pub enum Run {
     Unknown,
 }
 
-/// What the owner index keeps of a Job.
+/// The kronjob CronJob controlling a Job (see [`job::controller_uid`]); the Jobs of one
+/// CronJob share one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// Its UID.
+    pub uid: Box<str>,
+    /// Its name.
+    pub name: Box<str>,
+}
+
+/// What the owner index keeps of a Job (its namespace and name are the index's key).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedJob {
-    /// Name.
-    pub name: Box<str>,
-    /// Namespace.
-    pub namespace: Box<str>,
     /// UID.
     pub uid: Option<Box<str>>,
-    /// The UID of the kronjob CronJob controlling it (see [`job::controller_uid`]), and its
-    /// name.
-    pub owner: Option<(Box<str>, Box<str>)>,
+    /// The CronJob controlling it.
+    pub owner: Option<Arc<Owner>>,
     /// Which run it was for.
     pub run: Run,
     /// `status.startTime`.
@@ -163,7 +169,10 @@ impl CachedJob {
                 .as_deref()?
                 .iter()
                 .find(|r| r.uid == uid)?;
-            Some((uid.into(), name.name.as_str().into()))
+            Some(Arc::new(Owner {
+                uid: uid.into(),
+                name: name.name.as_str().into(),
+            }))
         });
         let run = match job::ran_for(job) {
             Ran::Scheduled(at) => Run::Scheduled(at.into()),
@@ -171,8 +180,6 @@ impl CachedJob {
             Ran::Unknown => Run::Unknown,
         };
         CachedJob {
-            name: meta.name.as_deref().unwrap_or_default().into(),
-            namespace: meta.namespace.as_deref().unwrap_or_default().into(),
             uid: meta.uid.as_deref().map(Into::into),
             owner,
             run,
@@ -187,15 +194,15 @@ impl CachedJob {
         }
     }
 
-    /// The Job as the controllers read it: every field [`job::read`](crate::job::read) and the
-    /// plan look at, nothing else.
-    pub fn to_job(&self) -> Job {
-        let owner_references = self.owner.as_ref().map(|(uid, name)| {
+    /// The Job `namespace/name` as the controllers read it: every field
+    /// [`job::read`](crate::job::read) and the plan look at, nothing else.
+    pub fn to_job(&self, namespace: &str, name: &str) -> Job {
+        let owner_references = self.owner.as_ref().map(|owner| {
             vec![OwnerReference {
                 api_version: <CronJob as kube::Resource>::api_version(&()).into_owned(),
                 kind: <CronJob as kube::Resource>::kind(&()).into_owned(),
-                name: name.to_string(),
-                uid: uid.to_string(),
+                name: owner.name.to_string(),
+                uid: owner.uid.to_string(),
                 controller: Some(true),
                 block_owner_deletion: Some(true),
             }]
@@ -219,8 +226,8 @@ impl CachedJob {
         });
         Job {
             metadata: ObjectMeta {
-                name: Some(self.name.to_string()),
-                namespace: Some(self.namespace.to_string()),
+                name: Some(name.to_string()),
+                namespace: Some(namespace.to_string()),
                 uid: self.uid.as_deref().map(str::to_string),
                 owner_references,
                 annotations: annotations.map(Into::into),
@@ -241,7 +248,7 @@ impl CachedJob {
 
     /// The UID of the CronJob controlling it.
     pub fn owner_uid(&self) -> Option<&str> {
-        self.owner.as_ref().map(|(uid, _)| &**uid)
+        self.owner.as_ref().map(|owner| &*owner.uid)
     }
 }
 
@@ -268,7 +275,8 @@ mod tests {
             let slim: SlimJob = serde_json::from_str(&text).expect("decodes");
             let cached = CachedJob::of(&slim.0);
             assert_eq!(cached, CachedJob::of(&full), "{:?}", full.metadata.name);
-            let back = cached.to_job();
+            let name = full.metadata.name.as_deref().unwrap_or_default();
+            let back = cached.to_job("ns", name);
             assert_eq!(job::controller_uid(&back), job::controller_uid(&full));
             assert_eq!(job::ran_for(&back), job::ran_for(&full));
             assert_eq!(job::finish(&back), job::finish(&full));
