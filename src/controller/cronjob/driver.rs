@@ -31,6 +31,11 @@ use crate::task::{TaskError, TaskSet};
 /// reassignments).
 const SHARD_GAUGE_EVERY: Duration = Duration::from_secs(5);
 
+/// CronJobs per page of the CronJob list. A CronJob on the wire carries its managedFields and
+/// often a last-applied annotation (~20 KB each once its status is written every minute): a
+/// page of 100 is ~2 MB of text to hold while it decodes, where kube's default 500 made ~10 MB.
+const CRONJOB_PAGE: u32 = 100;
+
 /// How often state about deleted CronJobs (failure counts, known statuses) is dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
@@ -225,7 +230,7 @@ fn cronjob_trigger_stream(
     status: super::writer::StatusWriter,
     health: impl FnMut(&Result<watcher::Event<CachedCronJob>, watcher::Error>) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<CachedCronJob, watcher::Error>> + Send + 'static {
-    let mut config = watcher::Config::default();
+    let mut config = watcher::Config::default().page_size(CRONJOB_PAGE);
     if let Some(sel) = &scope.selector {
         config = config.labels(sel);
     }
