@@ -51,6 +51,11 @@ manifests:
       ./scripts/check-rules.sh; \
     fi
 
+# Supply chain: licenses, bans (no OpenSSL) and sources (crates.io only) with cargo-deny, and
+# advisories when the advisory database can be fetched (deny.toml).
+deny:
+    ./scripts/deny.sh
+
 # Install `kronjob` (the manager) and the kubectl plugin `kubectl-kronjob` into ~/.cargo/bin.
 install:
     cargo install --path . --locked
@@ -73,6 +78,6 @@ docker tag="kronjob:dev":
     docker build -t {{tag}} .
 
 # Everything CI checks (the tests last, so their summary closes the output).
-ci: lint manifests
+ci: lint deny manifests
     cargo test --test e2e --no-run
     just test

@@ -462,7 +462,8 @@ fn kronjob_cronjob(name: String, image: &str) -> CronJob {
     let mut cj = CronJob::new(
         &name,
         CronJobSpec {
-            schedule: "* * * * *".into(),
+            schedule: Some("* * * * *".into()),
+            schedules: None,
             time_zone: None,
             starting_deadline_seconds: None,
             concurrency_policy: Default::default(),
@@ -470,6 +471,7 @@ fn kronjob_cronjob(name: String, image: &str) -> CronJob {
             job_template: template(image),
             successful_jobs_history_limit: None,
             failed_jobs_history_limit: None,
+            failure_policy: None,
         },
     );
     cj.metadata.labels = Some(labels());

@@ -810,7 +810,8 @@ fn cronjob(name: &str, args: &SkewArgs, run_id: &str, history: i32) -> CronJob {
     let mut cj = CronJob::new(
         name,
         CronJobSpec {
-            schedule: args.schedule.clone(),
+            schedule: Some(args.schedule.clone()),
+            schedules: None,
             time_zone: args.time_zone.clone(),
             starting_deadline_seconds: None,
             concurrency_policy: Default::default(),
@@ -818,6 +819,7 @@ fn cronjob(name: &str, args: &SkewArgs, run_id: &str, history: i32) -> CronJob {
             job_template,
             successful_jobs_history_limit: Some(history),
             failed_jobs_history_limit: Some(history),
+            failure_policy: None,
         },
     );
     cj.metadata.labels = Some(labels);

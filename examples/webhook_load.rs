@@ -151,6 +151,9 @@ async fn serve(addr: SocketAddr, dir: PathBuf) -> Result<(), Error> {
         webhook_namespace: "kronjob-system".into(),
         webhook_mutating_configuration: "kronjob-mutating".into(),
         webhook_validating_configuration: "kronjob-validating".into(),
+        webhook_max_connections: kronjob::https::MAX_CONNECTIONS,
+        webhook_dry_runs_per_minute: kronjob::webhook::dry_run::DRY_RUNS_PER_MINUTE,
+        enable_http2: false,
     };
     kronjob::webhook::serve(
         args,

@@ -7,13 +7,15 @@
 //! - [`manager`]: one process hosting the controllers, the webhook, metrics and probes;
 //! - [`cli`]: the kubectl plugin's commands;
 //! - [`webhook`]: the admission webhook server: defaulting and validation of CronJobs, over TLS;
+//! - [`metrics_auth`]: who may read `/metrics` (TokenReview and SubjectAccessReview);
 //! - [`controller`]: the controllers that watch the API server and act on it;
 //! - [`job`]: what a Job is to kronjob: its name, how it is built, checked, read and deleted;
 //! - [`api`]: the `CronJob` API: types, defaults, validation rules, the CRD (pure);
 //! - [`schedule`]: cron, time zones, DST and missed runs (pure, time passed in);
 //! - small shared pieces: [`client`] (the Kubernetes client), [`backoff`] (every retry
-//!   timing), [`task`] (named, supervised tasks), [`clock`], [`command`] (exit codes, error
-//!   output), [`duration`], [`hash`], [`metrics`], [`net`], [`selector`], [`telemetry`].
+//!   timing), [`task`] (named, supervised tasks), [`https`] (the hardened HTTPS server loop),
+//!   [`clock`], [`command`] (exit codes, error output), [`duration`], [`hash`], [`metrics`],
+//!   [`net`], [`selector`], [`telemetry`].
 
 // Lets the test support shared with the integration tests name this crate `kronjob`.
 extern crate self as kronjob;
@@ -27,9 +29,11 @@ pub mod command;
 pub mod controller;
 pub mod duration;
 pub mod hash;
+pub mod https;
 pub mod job;
 pub mod manager;
 pub mod metrics;
+pub mod metrics_auth;
 pub mod net;
 pub mod schedule;
 pub mod selector;

@@ -182,7 +182,7 @@ fn full_migration(delete: bool) -> Vec<Expect> {
         }})),
         // 3. the original suspended; it ran 10:00 meanwhile.
         patch(ORIGINAL, original("cj", false, "2016-05-19T10:00:00Z"))
-            .body(json!({"spec": {"suspend": true}})),
+            .body(json!({"metadata": {"resourceVersion": "5"}, "spec": {"suspend": true}})),
         // 4. read again (a run in flight may have finished recording): 10:00 carried.
         Expect::get(ORIGINAL).ok(original("cj", true, "2016-05-19T10:00:00Z")),
         patch(&format!("{MIGRATED}/status"), created.clone())
@@ -191,7 +191,7 @@ fn full_migration(delete: bool) -> Vec<Expect> {
     if delete {
         script.push(Expect::delete(ORIGINAL).body(json!({
             "propagationPolicy": "Orphan",
-            "preconditions": {"uid": "cj-orig-uid"}
+            "preconditions": {"uid": "cj-orig-uid", "resourceVersion": "5"}
         })));
     }
     // 5. resumed with the original's suspend, and marked complete, in one patch.
@@ -265,7 +265,7 @@ async fn a_failed_suspend_leaves_the_copy_suspended_and_the_next_run_finishes() 
             Expect::get(ORIGINAL).ok(original("cj", false, "2016-05-19T09:00:00Z")),
             Expect::get(MIGRATED).ok(created.clone()),
             patch(ORIGINAL, original("cj", false, "2016-05-19T09:00:00Z"))
-                .body(json!({"spec": {"suspend": true}})),
+                .body(json!({"metadata": {"resourceVersion": "5"}, "spec": {"suspend": true}})),
             Expect::get(ORIGINAL).ok(original("cj", true, "2016-05-19T09:00:00Z")),
             patch(MIGRATED, created).body(json!({
                 "metadata": {"annotations": {"batch.kronjob.dev/migration": "complete"}},
@@ -285,6 +285,100 @@ cronjob.batch/cj -n ns: migration finished
   resume cronjob.batch.kronjob.dev/cj, and mark the migration complete
 "
     );
+}
+
+/// An edit to the batch/v1 CronJob made after the command read it and before it suspends it:
+/// the suspend carries the resourceVersion that was read, so the API server refuses it (409,
+/// as it answers a stale resourceVersion). The original is left as edited, the copy this run
+/// created from the earlier spec (suspended: it never ran) is removed, the command says so and
+/// exits 1; the next run plans from the edited spec and carries it.
+#[tokio::test]
+async fn an_edit_between_the_read_and_the_suspend_is_never_lost() {
+    let created = migrated("in-progress", true, "2016-05-19T09:00:00Z");
+    let ran = migrate(
+        &["cj", "-n", "ns", "--apply"],
+        vec![
+            Expect::get(ORIGINAL).ok(original("cj", false, "2016-05-19T09:00:00Z")),
+            not_found(MIGRATED),
+            Expect::post(MIGRATED_ALL),
+            patch(&format!("{MIGRATED}/status"), created.clone()),
+            Expect::patch(ORIGINAL)
+                .body(json!({"metadata": {"resourceVersion": "5"}, "spec": {"suspend": true}}))
+                .fails(StatusCode::CONFLICT, "Conflict"),
+            Expect::delete(MIGRATED).body(json!({
+                "propagationPolicy": "Orphan", "preconditions": {"uid": "cj-uid"}
+            })),
+        ],
+    )
+    .await;
+    let err = ran.result.expect_err("the CronJob's migration stopped");
+    assert_eq!(err.exit_code(), 1);
+    assert!(
+        ran.out.starts_with("cronjob.batch/cj -n ns: failed\n"),
+        "{}",
+        ran.out
+    );
+    assert_eq!(
+        ran.err,
+        "error: cronjob.batch/cj -n ns: cronjob.batch/cj was changed after it was read: it was left as it is and cronjob.batch.kronjob.dev/cj, created from the earlier spec, was removed (it never ran); run the migration again to carry the change\n"
+    );
+
+    // The next run reads the edit (a new schedule, resourceVersion 6) and carries it.
+    let mut edited = original("cj", false, "2016-05-19T09:00:00Z");
+    edited["metadata"]["resourceVersion"] = json!("6");
+    edited["spec"]["schedule"] = json!("30 * * * *");
+    let mut created = created;
+    created["spec"]["schedule"] = json!("30 * * * *");
+    let ran = migrate(
+        &["cj", "-n", "ns", "--apply"],
+        vec![
+            Expect::get(ORIGINAL).ok(edited.clone()),
+            not_found(MIGRATED),
+            Expect::post(MIGRATED_ALL)
+                .check(|body| assert_eq!(body["spec"]["schedule"], "30 * * * *")),
+            patch(&format!("{MIGRATED}/status"), created.clone()),
+            patch(ORIGINAL, edited.clone())
+                .body(json!({"metadata": {"resourceVersion": "6"}, "spec": {"suspend": true}})),
+            Expect::get(ORIGINAL).ok(with_suspend(edited, true)),
+            patch(MIGRATED, created).body(json!({
+                "metadata": {"annotations": {"batch.kronjob.dev/migration": "complete"}},
+                "spec": {"suspend": false}
+            })),
+        ],
+    )
+    .await;
+    ran.result.expect("migrated with the edit");
+}
+
+/// The same race on `--delete-original`: the delete carries the resourceVersion last seen, an
+/// edit made since refuses it, and the original stays (suspended, with the edit).
+#[tokio::test]
+async fn an_edit_before_the_delete_of_the_original_keeps_it() {
+    let ran = migrate(
+        &["cj", "-n", "ns", "--apply", "--delete-original"],
+        vec![
+            Expect::get(ORIGINAL).ok(original("cj", true, "2016-05-19T10:00:00Z")),
+            Expect::get(MIGRATED).ok(migrated("complete", false, "2016-05-19T10:00:00Z")),
+            Expect::delete(ORIGINAL)
+                .body(json!({
+                    "propagationPolicy": "Orphan",
+                    "preconditions": {"uid": "cj-orig-uid", "resourceVersion": "5"}
+                }))
+                .fails(StatusCode::CONFLICT, "Conflict"),
+        ],
+    )
+    .await;
+    let err = ran.result.expect_err("the delete stopped");
+    assert_eq!(err.exit_code(), 1);
+    assert_eq!(
+        ran.err,
+        "error: cronjob.batch/cj -n ns: cronjob.batch/cj was changed after it was read and was left as it is; run the command again to plan with the change\n"
+    );
+}
+
+fn with_suspend(mut object: Value, suspend: bool) -> Value {
+    object["spec"]["suspend"] = json!(suspend);
+    object
 }
 
 #[tokio::test]

@@ -128,3 +128,43 @@ fn a_cronjob_name_or_a_schedule_but_not_both() {
     assert_eq!(named.next.cronjob(), Some("cj"));
     assert_eq!(named.next.kube().namespace.as_deref(), Some("team"));
 }
+
+#[test]
+fn several_schedules_are_merged_and_an_error_names_the_entry() {
+    let merged = output(&[
+        "*/2 * * * *",
+        "--schedule",
+        "*/3 * * * *",
+        "--from",
+        "2024-01-15T10:00:00Z",
+        "--count",
+        "5",
+    ])
+    .expect("ok");
+    assert_eq!(
+        merged,
+        "2024-01-15T10:02:00Z\n2024-01-15T10:03:00Z\n2024-01-15T10:04:00Z\n2024-01-15T10:06:00Z\n2024-01-15T10:08:00Z\n"
+    );
+    let cases: &[(&[&str], &str)] = &[
+        (
+            &["0 * * * *", "--schedule", "61 * * * *"],
+            "\"61 * * * *\": end of range (61) above maximum (59): 61",
+        ),
+        (
+            &["0 * * * *", "--schedule", "@every 1h"],
+            "\"@every 1h\" cannot be combined with other schedules: @every runs relative to the last run, which the others move",
+        ),
+        (
+            &["H * * * *", "--schedule", "0 9 * * *"],
+            "schedule [\"H * * * *\", \"0 9 * * *\"] uses H: pass --name NAMESPACE/NAME to pick its times",
+        ),
+        (
+            &["0 0 30 2 *", "--schedule", "0 0 31 4 *"],
+            "schedule [\"0 0 30 2 *\", \"0 0 31 4 *\"] never fires",
+        ),
+    ];
+    for (argv, want) in cases {
+        let err = output(argv).expect_err(want);
+        assert_eq!(err.to_string(), *want);
+    }
+}

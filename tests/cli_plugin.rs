@@ -341,6 +341,62 @@ Europe/Berlin               UTC
 }
 
 #[tokio::test]
+async fn next_of_a_cronjob_with_several_schedules_merges_them() {
+    let (result, printed) = run_next(
+        &[
+            "cj",
+            "-n",
+            "ns",
+            "--count",
+            "5",
+            "--from",
+            "2024-01-15T10:00:00Z",
+        ],
+        cronjob("unused").schedules(&["*/2 * * * *", "*/3 * * * *"]),
+    )
+    .await;
+    result.expect("next");
+    assert_eq!(
+        printed.out,
+        "\
+UTC
+2024-01-15T10:02:00Z
+2024-01-15T10:03:00Z
+2024-01-15T10:04:00Z
+2024-01-15T10:06:00Z
+2024-01-15T10:08:00Z
+"
+    );
+}
+
+#[tokio::test]
+async fn list_shows_the_first_of_several_schedules_and_how_many_more() {
+    let several = cronjob("unused").named("several").schedules(&[
+        "*/2 * * * *",
+        "*/3 * * * *",
+        "0 12 * * SUN",
+    ]);
+    let (result, printed) = run_list(
+        &["-n", "ns"],
+        vec![
+            Expect::get(CRONJOBS).ok(list_of("CronJobList", vec![json_of(&several)])),
+            Expect::get(JOBS)
+                .query(HAS_CRONJOB_LABEL)
+                .ok(list_of("JobList", vec![])),
+        ],
+    )
+    .await;
+    result.expect("list");
+    assert_eq!(
+        printed.out,
+        "\
+NAME      SCHEDULE           TIMEZONE   SUSPEND   ACTIVE   LAST RUN   NEXT RUN   AGE
+several   */2 * * * * (+2)   <none>     false     0        <none>     in 60s     6m
+"
+    );
+}
+
+#[tokio::test]
 async fn next_from_before_the_cronjob_existed_or_last_ran_shows_its_schedule_then() {
     let argv = [
         "cj",

@@ -5,7 +5,7 @@ use std::collections::BTreeSet;
 
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use kronjob::api::crdgen::{CRD_FILE, crd, crd_yaml};
-use kronjob::api::rules::{Check, lookup, rules};
+use kronjob::api::rules::{Check, rules};
 use serde_json::{Value, json};
 
 fn schema() -> Value {
@@ -77,7 +77,7 @@ fn printer_columns() {
         .map(|c| (c.name.to_uppercase(), c.type_.clone(), c.json_path.clone()))
         .collect();
     let want = [
-        ("SCHEDULE", "string", ".spec.schedule"),
+        ("SCHEDULE", "string", ".status.schedule"),
         ("TIMEZONE", "string", ".spec.timeZone"),
         ("SUSPEND", "boolean", ".spec.suspend"),
         ("ACTIVE", "integer", ".status.activeCount"),
@@ -128,8 +128,27 @@ fn spec_fields_types_defaults_and_required() {
         .iter()
         .filter_map(Value::as_str)
         .collect();
-    assert_eq!(required, BTreeSet::from(["schedule", "jobTemplate"]));
+    // `schedule` or `schedules`: a rule says which (exactly one).
+    assert_eq!(required, BTreeSet::from(["jobTemplate"]));
     assert_eq!(node(&s, &["spec", "schedule"])["type"], "string");
+    let schedules = node(&s, &["spec", "schedules"]);
+    assert_eq!(schedules["type"], "array");
+    assert_eq!(schedules["items"]["type"], "string");
+    assert_eq!(schedules["maxItems"], 16);
+    assert_eq!(schedules["items"]["maxLength"], 1024);
+    // Not nullable: the API server prunes a `null` there, so `has()` and the webhook agree.
+    for field in ["schedule", "schedules"] {
+        assert!(
+            node(&s, &["spec", field]).get("nullable").is_none(),
+            "{field}"
+        );
+    }
+    let failures = node(
+        &s,
+        &["spec", "failurePolicy", "suspendAfterConsecutiveFailures"],
+    );
+    assert_eq!(failures["type"], "integer");
+    assert_eq!(failures["minimum"].as_f64(), Some(1.0));
     assert_eq!(node(&s, &["spec", "timeZone"])["type"], "string");
     let deadline = node(&s, &["spec", "startingDeadlineSeconds"]);
     assert_eq!(deadline["type"], "integer");
@@ -149,7 +168,14 @@ fn spec_fields_types_defaults_and_required() {
         assert_eq!(n["minimum"].as_f64(), Some(0.0), "{field}");
     }
     // Our own fields keep their documentation for `kubectl explain`.
-    for field in ["schedule", "timeZone", "jobTemplate", "concurrencyPolicy"] {
+    for field in [
+        "schedule",
+        "schedules",
+        "timeZone",
+        "jobTemplate",
+        "concurrencyPolicy",
+        "failurePolicy",
+    ] {
         assert!(
             node(&s, &["spec", field])["description"].is_string(),
             "{field} has a description"
@@ -168,6 +194,8 @@ fn status_fields() {
         "lastFailureTime",
         "nextScheduleTime",
         "observedGeneration",
+        "schedule",
+        "consecutiveFailures",
         "conditions",
     ] {
         let n = node(&s, &["status", field]);
@@ -460,13 +488,15 @@ fn rust_failures(object: &Value) -> BTreeSet<(String, String)> {
             let Check::Cel { rule: cel, .. } = rule.check else {
                 return None;
             };
-            let at = if rule.at.is_empty() {
-                Some(object)
-            } else {
-                lookup(object, rule.at)
-            }?;
-            (!rule.holds(at)).then(|| (rule.path(), cel.to_string()))
+            let failing: Vec<(String, String)> = rule
+                .locations(object)
+                .into_iter()
+                .filter(|(_, at)| !rule.holds(at))
+                .map(|(path, _)| (path, cel.to_string()))
+                .collect();
+            Some(failing)
         })
+        .flatten()
         .collect()
 }
 
@@ -520,6 +550,31 @@ fn cel_rules_and_rust_checks_agree() {
             o["spec"]["jobTemplate"]["spec"]["template"]["spec"]["restartPolicy"] =
                 json!("OnFailure")
         }),
+        ("schedules instead", |o| {
+            let spec = o["spec"].as_object_mut().expect("spec");
+            spec.remove("schedule");
+            spec.insert("schedules".into(), json!(["*/2 * * * *", "*/3 * * * *"]));
+        }),
+        ("both", |o| o["spec"]["schedules"] = json!(["0 * * * *"])),
+        ("neither", |o| {
+            o["spec"].as_object_mut().expect("spec").remove("schedule");
+        }),
+        ("an empty list", |o| {
+            o["spec"].as_object_mut().expect("spec").remove("schedule");
+            o["spec"]["schedules"] = json!([]);
+        }),
+        ("@every with another", |o| {
+            o["spec"].as_object_mut().expect("spec").remove("schedule");
+            o["spec"]["schedules"] = json!(["@every 1h", "0 * * * *"]);
+        }),
+        ("@every alone in a list", |o| {
+            o["spec"].as_object_mut().expect("spec").remove("schedule");
+            o["spec"]["schedules"] = json!(["@every 1h"]);
+        }),
+        ("bad entries", |o| {
+            o["spec"].as_object_mut().expect("spec").remove("schedule");
+            o["spec"]["schedules"] = json!(["0 * * * *", "", "TZ=UTC 0 * * * *"]);
+        }),
         ("everything", |o| {
             o["metadata"]["name"] = json!("b".repeat(60));
             o["spec"]["schedule"] = json!("TZ=x");
@@ -542,7 +597,7 @@ fn cel_rules_and_rust_checks_agree() {
             failing_cases += 1;
         }
     }
-    assert!(failing_cases >= 14, "the corpus exercises the rules");
+    assert!(failing_cases >= 19, "the corpus exercises the rules");
 }
 
 #[test]
@@ -551,6 +606,12 @@ fn every_cel_rule_is_exercised_by_some_failure() {
     // rejects at least its canonical bad value, so the agreement test is meaningful.
     let bad: Vec<(&[&str], Value)> = vec![
         (&[], json!({"metadata": {"name": "x".repeat(53)}})),
+        (&["spec"], json!({})),
+        (&["spec"], json!({"schedule": "x", "schedules": ["x"]})),
+        (&["spec", "schedules"], json!([])),
+        (&["spec", "schedules"], json!(["@every 1h", "0 * * * *"])),
+        (&["spec", "schedules", "*"], json!("")),
+        (&["spec", "schedules", "*"], json!("TZ=UTC 0 * * * *")),
         (&["spec", "schedule"], json!("")),
         (&["spec", "schedule"], json!("TZ=UTC 0 * * * *")),
         (&["spec", "timeZone"], json!("")),

@@ -36,6 +36,7 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
         format!("--webhook-addr=127.0.0.1:{webhook_port}"),
         format!("--webhook-cert-dir={}", dir.display()),
         "--shutdown-delay=2s".to_string(),
+        "--metrics-secure=false".to_string(),
     ])
     .expect("flags parse")
     .args;
@@ -140,6 +141,70 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// By default `/metrics` is HTTPS with the webhook's certificate and needs a token: none is
+/// 401 (without asking the API server), and one that cannot be reviewed (no API server) is
+/// 503. The probes stay plain HTTP.
+#[tokio::test]
+async fn metrics_are_https_with_the_webhook_certificate_and_need_a_token() {
+    use clap::Parser;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    let pki = tls_support::Pki::new();
+    let dir = tls_support::temp_dir("secure-metrics");
+    let leaf = pki.write_leaf(&dir, "localhost");
+    let (health_port, metrics_port) = (free_port(), free_port());
+    let args = RunOnly::try_parse_from([
+        "run".to_string(),
+        format!("--health-addr=127.0.0.1:{health_port}"),
+        format!("--metrics-addr=127.0.0.1:{metrics_port}"),
+        "--webhook-addr=127.0.0.1:0".to_string(),
+        format!("--webhook-cert-dir={}", dir.display()),
+        "--shutdown-delay=0s".to_string(),
+    ])
+    .expect("flags parse")
+    .args;
+    assert!(args.metrics_secure, "secure by default");
+    let config = kube::Config::new(
+        format!("http://127.0.0.1:{}", free_port())
+            .parse()
+            .expect("url"),
+    );
+    let client = kube::Client::try_from(config).expect("client");
+    let shutdown = CancellationToken::new();
+    let manager = tokio::spawn(kronjob::manager::run_with(args, client, shutdown.clone()));
+    let metrics_addr: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().expect("addr");
+    let health_addr: SocketAddr = format!("127.0.0.1:{health_port}").parse().expect("addr");
+    let tls = tls_support::Client::new(&pki.ca_pem);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while tls.try_connect(metrics_addr, "localhost").await.is_err() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "metrics served over TLS"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let presented = tls.peer_leaf(metrics_addr).await;
+    assert_eq!(presented, leaf, "the webhook's certificate");
+    let (status, body) = tls.get(metrics_addr, "localhost", "/metrics", None).await;
+    assert_eq!(status, 401, "{}", String::from_utf8_lossy(&body));
+    assert!(!String::from_utf8_lossy(&body).contains("kronjob_"));
+    let (status, _) = tls
+        .get(metrics_addr, "localhost", "/metrics", Some("some-token"))
+        .await;
+    assert_eq!(status, 503, "no API server to review the token");
+    assert_eq!(
+        get(health_addr, "/healthz").await.0,
+        200,
+        "probes stay plain"
+    );
+    shutdown.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(15), manager)
+        .await
+        .expect("stops")
+        .expect("task");
+    assert!(result.is_ok(), "{result:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// A critical task that fails (here the webhook, whose certificate does not parse) stops the
 /// whole manager with its error, instead of leaving a process that looks alive.
 #[tokio::test]
@@ -241,6 +306,7 @@ async fn sharded_managers_share_the_cronjobs_and_a_stopping_one_hands_over() {
             format!("--metrics-addr=127.0.0.1:{metrics_port}"),
             "--webhook-cert-dir=/nonexistent".to_string(),
             "--shutdown-delay=0s".to_string(),
+            "--metrics-secure=false".to_string(),
         ])
         .expect("flags parse")
         .args;

@@ -1,4 +1,6 @@
-//! The manager's RBAC grants every call the code makes, in both install paths.
+//! The manager's RBAC grants every call the code makes, in both install paths, and nothing
+//! more: every install path (kustomize and the chart, with each option) is rendered and its
+//! grants must equal what its manager's flags need, by resource name where the API allows.
 //!
 //! The list of calls is not written by hand: every mock-API test of the manager's code records
 //! the requests it sees (tests/support/api_script.rs) into the directory named by
@@ -100,24 +102,6 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
 }
 
-fn kustomize_rbac() -> Vec<Value> {
-    let dir = root().join("config/rbac");
-    let mut documents = Vec::new();
-    for entry in std::fs::read_dir(&dir).expect("config/rbac") {
-        let path = entry.expect("entry").path();
-        let name = path
-            .file_name()
-            .and_then(|n| n.to_str())
-            .unwrap_or_default();
-        if name.ends_with(".yaml") && name != "kustomization.yaml" {
-            documents.extend(yaml_documents(
-                &std::fs::read_to_string(&path).expect("read"),
-            ));
-        }
-    }
-    documents
-}
-
 fn helm() -> PathBuf {
     let local = root().join(".tools/bin/helm");
     if local.exists() {
@@ -126,26 +110,282 @@ fn helm() -> PathBuf {
     PathBuf::from("helm")
 }
 
-/// The chart rendered with every optional permission on (Pod TTLs, self-signed certificates).
-fn helm_rbac() -> Vec<Value> {
+/// The chart rendered with `sets` (`--set` values).
+fn helm_render(sets: &[&str]) -> Vec<Value> {
+    let mut args = vec!["template", "kronjob", "--namespace", "kronjob-system"];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
     let out = Command::new(helm())
-        .args([
-            "template",
-            "kronjob",
-            "--namespace",
-            "kronjob-system",
-            "--set",
-            "ttl.pods=true",
-        ])
+        .args(&args)
         .arg(root().join("config/helm/kronjob"))
         .output()
         .unwrap_or_else(|e| panic!("helm not found ({e}): run ./scripts/install-tools.sh"));
     assert!(
         out.status.success(),
-        "helm template: {}",
+        "helm template {sets:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
     yaml_documents(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// The chart with its default values.
+fn helm_rbac() -> Vec<Value> {
+    helm_render(&[])
+}
+
+fn kubectl() -> PathBuf {
+    let local = root().join(".tools/bin/kubectl");
+    if local.exists() {
+        return local;
+    }
+    PathBuf::from("kubectl")
+}
+
+/// `kubectl kustomize` of an overlay of config/default with `components` (paths under
+/// config/), written to a scratch directory.
+fn kustomize_render(base: &str, components: &[&str]) -> Vec<Value> {
+    let dir = root().join("target/rbac-overlays").join(format!(
+        "{}-{}",
+        base.replace('/', "_"),
+        components.join("_").replace('/', "_")
+    ));
+    std::fs::create_dir_all(&dir).expect("overlay dir");
+    let mut text = format!(
+        "apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources:\n  - ../../../{base}\n"
+    );
+    if !components.is_empty() {
+        text.push_str("components:\n");
+        for c in components {
+            text.push_str(&format!("  - ../../../{c}\n"));
+        }
+    }
+    std::fs::write(dir.join("kustomization.yaml"), text).expect("overlay");
+    let out = Command::new(kubectl())
+        .args(["kustomize", "--load-restrictor=LoadRestrictionsNone"])
+        .arg(&dir)
+        .output()
+        .unwrap_or_else(|e| panic!("kubectl not found ({e}): run ./scripts/install-tools.sh"));
+    assert!(
+        out.status.success(),
+        "kustomize {base} {components:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    yaml_documents(&String::from_utf8_lossy(&out.stdout))
+}
+
+/// Every install path: (what it is, its objects).
+fn install_paths() -> Vec<(String, Vec<Value>)> {
+    let mut paths = Vec::new();
+    for (base, components) in [
+        ("config/default", vec![]),
+        ("config/release", vec![]),
+        ("config/default", vec!["config/ttl-pods"]),
+        ("config/default", vec!["config/sharding"]),
+        ("config/default", vec!["config/sharding", "config/ttl-pods"]),
+    ] {
+        paths.push((
+            format!("kustomize {base} {components:?}"),
+            kustomize_render(base, &components),
+        ));
+    }
+    for sets in [
+        vec![],
+        vec!["webhook.certManager.enabled=true"],
+        vec!["sharding.enabled=true"],
+        vec!["leaderElection.enabled=false"],
+        vec!["ttl.pods=true"],
+        vec!["metrics.secure=false"],
+        vec![
+            "serviceMonitor.enabled=true",
+            "serviceMonitor.readerServiceAccount.name=prometheus",
+        ],
+        vec![
+            "sharding.enabled=true",
+            "ttl.pods=true",
+            "webhook.certManager.enabled=true",
+        ],
+    ] {
+        paths.push((format!("helm {sets:?}"), helm_render(&sets)));
+    }
+    paths
+}
+
+/// The manager's flags in a render: its Deployment's arguments.
+fn manager_flags(documents: &[Value]) -> Vec<String> {
+    let deployment = documents
+        .iter()
+        .find(|d| d["kind"] == "Deployment")
+        .expect("a Deployment");
+    deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .filter_map(|a| a.as_str().map(str::to_string))
+        .collect()
+}
+
+/// The grants a manager started with `flags` needs (the calls the code makes, see the test
+/// below that checks them against the recorded calls), by resource name where the API allows.
+fn needed_grants(flags: &[String]) -> BTreeSet<Grant> {
+    let has = |flag: &str| flags.iter().any(|f| f == flag);
+    let value = |flag: &str, default: &str| {
+        flags
+            .iter()
+            .find_map(|f| f.strip_prefix(&format!("{flag}=")))
+            .unwrap_or(default)
+            .to_string()
+    };
+    let mut grants = BTreeSet::new();
+    let mut grant = |group: &str, resource: &str, verbs: &[&str], name: &str| {
+        for verb in verbs {
+            grants.insert((group.into(), resource.into(), (*verb).into(), name.into()));
+        }
+    };
+    let cronjobs = "batch.kronjob.dev";
+    grant(cronjobs, "cronjobs", &["get", "list", "watch", "patch"], "");
+    grant(cronjobs, "cronjobs/status", &["patch"], "");
+    grant(cronjobs, "cronjobs/finalizers", &["update"], "");
+    grant(
+        "batch",
+        "jobs",
+        &["get", "list", "watch", "create", "delete"],
+        "",
+    );
+    // The Job template check dry-runs a batch/v1 CronJob carrying the template.
+    grant("batch", "cronjobs", &["create"], "");
+    grant("events.k8s.io", "events", &["create", "patch"], "");
+    let crd = "cronjobs.batch.kronjob.dev";
+    grant(
+        "apiextensions.k8s.io",
+        "customresourcedefinitions",
+        &["get"],
+        crd,
+    );
+    if has("--ttl-pods") {
+        grant("", "pods", &["get", "list", "watch", "delete"], "");
+    }
+    if value("--metrics-secure", "true") == "true" {
+        grant("authentication.k8s.io", "tokenreviews", &["create"], "");
+        grant(
+            "authorization.k8s.io",
+            "subjectaccessreviews",
+            &["create"],
+            "",
+        );
+    }
+    if has("--webhook-self-signed") {
+        let admission = "admissionregistration.k8s.io";
+        let mutating = value("--webhook-mutating-configuration", "kronjob-mutating");
+        let validating = value("--webhook-validating-configuration", "kronjob-validating");
+        grant(
+            admission,
+            "mutatingwebhookconfigurations",
+            &["get", "update"],
+            &mutating,
+        );
+        grant(
+            admission,
+            "mutatingwebhookconfigurations",
+            &["get", "update"],
+            &validating,
+        );
+        grant(
+            admission,
+            "validatingwebhookconfigurations",
+            &["get", "update"],
+            &mutating,
+        );
+        grant(
+            admission,
+            "validatingwebhookconfigurations",
+            &["get", "update"],
+            &validating,
+        );
+        let secret = format!(
+            "{}-self-signed",
+            value("--webhook-service-name", "kronjob-webhook")
+        );
+        grant("", "secrets", &["get", "update"], &secret);
+        grant("", "secrets", &["create"], "");
+    }
+    let leases = "coordination.k8s.io";
+    if has("--sharding") {
+        grant(
+            leases,
+            "leases",
+            &["get", "list", "watch", "create", "update", "delete"],
+            "",
+        );
+    } else if has("--leader-elect") {
+        let lease = value("--leader-election-id", "kronjob-leader");
+        grant(leases, "leases", &["get", "update"], &lease);
+        grant(leases, "leases", &["create"], "");
+    }
+    grants
+}
+
+#[test]
+fn every_install_path_grants_exactly_what_its_manager_needs() {
+    for (path, documents) in install_paths() {
+        let flags = manager_flags(&documents);
+        let granted = manager_grants(&documents);
+        let needed = needed_grants(&flags);
+        let broader: Vec<_> = granted.difference(&needed).collect();
+        let missing: Vec<_> = needed.difference(&granted).collect();
+        assert!(
+            broader.is_empty() && missing.is_empty(),
+            "{path} (flags {flags:?})\n  granted beyond the need: {broader:#?}\n  needed, not granted: {missing:#?}"
+        );
+        // Scrapers get a role of their own, for /metrics only.
+        let reader = documents
+            .iter()
+            .find(|d| {
+                d["kind"] == "ClusterRole"
+                    && d["metadata"]["name"]
+                        .as_str()
+                        .is_some_and(|n| n.ends_with("metrics-reader"))
+            })
+            .unwrap_or_else(|| panic!("{path}: no metrics-reader ClusterRole"));
+        assert_eq!(
+            reader["rules"],
+            serde_json::json!([{"nonResourceURLs": ["/metrics"], "verbs": ["get"]}]),
+            "{path}"
+        );
+    }
+}
+
+#[test]
+fn the_default_installs_limit_ingress_to_the_webhook_and_the_monitoring_namespace() {
+    for (path, documents) in [
+        (
+            "kustomize config/default",
+            kustomize_render("config/default", &[]),
+        ),
+        ("helm", helm_rbac()),
+    ] {
+        let policy = documents
+            .iter()
+            .find(|d| d["kind"] == "NetworkPolicy")
+            .unwrap_or_else(|| panic!("{path}: no NetworkPolicy"));
+        assert_eq!(
+            policy["spec"]["policyTypes"],
+            serde_json::json!(["Ingress"])
+        );
+        let rules = policy["spec"]["ingress"].as_array().expect("ingress");
+        assert_eq!(rules.len(), 2, "{path}: {rules:?}");
+        assert_eq!(rules[0]["ports"][0]["port"], "webhook", "{path}");
+        assert!(
+            rules[0]["from"].is_null(),
+            "{path}: the API server is not a pod"
+        );
+        assert_eq!(rules[1]["ports"][0]["port"], "metrics", "{path}");
+        assert_eq!(
+            rules[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
+            "monitoring",
+            "{path}"
+        );
+    }
 }
 
 /// The RBAC request a recorded `METHOD PATH?QUERY` needs: (group, resource, verb, name).
@@ -276,7 +516,7 @@ fn recorded_paths_map_to_the_rbac_requests_they_need() {
 
 #[test]
 fn kustomize_and_helm_grant_the_manager_the_same_rules() {
-    let kustomize = manager_grants(&kustomize_rbac());
+    let kustomize = manager_grants(&kustomize_render("config/default", &[]));
     let helm = manager_grants(&helm_rbac());
     assert!(
         !kustomize.is_empty(),
@@ -305,14 +545,55 @@ fn every_recorded_api_call_is_granted_by_both_install_paths() {
         dir.display()
     );
     let needs: BTreeSet<Grant> = calls.iter().filter_map(|c| needed(c)).collect();
-    for (install, grants) in [
-        ("config/rbac", manager_grants(&kustomize_rbac())),
-        ("the helm chart", manager_grants(&helm_rbac())),
-    ] {
-        let missing: Vec<&Grant> = needs.iter().filter(|n| !granted(&grants, n)).collect();
+    // Names in the recorded calls are the tests' own: compare (group, resource, verb), over
+    // the install paths with every option on.
+    let unnamed = |grants: BTreeSet<Grant>| -> BTreeSet<Grant> {
+        grants
+            .into_iter()
+            .map(|(g, r, v, _)| (g, r, v, String::new()))
+            .collect()
+    };
+    let kustomize_all = {
+        let mut all = manager_grants(&kustomize_render("config/default", &["config/ttl-pods"]));
+        all.extend(manager_grants(&kustomize_render(
+            "config/default",
+            &["config/sharding"],
+        )));
+        unnamed(all)
+    };
+    let helm_all = {
+        let mut all = manager_grants(&helm_render(&["ttl.pods=true"]));
+        all.extend(manager_grants(&helm_render(&["sharding.enabled=true"])));
+        unnamed(all)
+    };
+    for (install, grants) in [("kustomize", &kustomize_all), ("the helm chart", &helm_all)] {
+        let missing: Vec<&Grant> = needs
+            .iter()
+            .filter(|(g, r, v, _)| {
+                !granted(grants, &(g.clone(), r.clone(), v.clone(), String::new()))
+            })
+            .collect();
         assert!(
             missing.is_empty(),
             "{install} does not grant (group, resource, verb, name): {missing:#?}"
         );
     }
+    // And the other way: every verb the install paths grant is one the code uses
+    // (cronjobs/finalizers is for clusters enforcing owner-reference permissions: Jobs carry
+    // blockOwnerDeletion; the Lease and Secret updates of code paths the suite may not reach
+    // are listed in needed_grants).
+    let used: BTreeSet<Grant> = unnamed(needs);
+    let allowed_unused: BTreeSet<Grant> = [("batch.kronjob.dev", "cronjobs/finalizers", "update")]
+        .into_iter()
+        .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string(), String::new()))
+        .collect();
+    let unused: Vec<&Grant> = helm_all
+        .iter()
+        .chain(kustomize_all.iter())
+        .filter(|g| !used.contains(*g) && !allowed_unused.contains(*g))
+        .collect();
+    assert!(
+        unused.is_empty(),
+        "granted but never called by the suite: {unused:#?}"
+    );
 }

@@ -669,7 +669,7 @@ fn rogue_schedules_are_reported_not_looped_on() {
             starting_deadline_seconds: None,
             now: top_plus(hours(1)),
         });
-        assert_eq!(got, Err(SlotError::NeverFires(expr.to_string())));
+        assert_eq!(got, Err(SlotError::NeverFires(format!("{expr:?}"))));
         assert!(start.elapsed() < std::time::Duration::from_millis(5));
     }
 }

@@ -304,6 +304,27 @@ fn invalid_cases() -> Vec<(&'static str, Edit, &'static str, &'static str)> {
             "Required value",
         ),
         (
+            "schedule and schedules",
+            |o| o["spec"]["schedules"] = json!(["0 * * * *"]),
+            "spec.schedules",
+            "Forbidden: may not be set together with schedule",
+        ),
+        (
+            "a bad entry of schedules",
+            |o| {
+                o["spec"].as_object_mut().expect("spec").remove("schedule");
+                o["spec"]["schedules"] = json!(["0 * * * *", "*/0 * * * *"]);
+            },
+            "spec.schedules[1]",
+            "Invalid value: \"*/0 * * * *\"",
+        ),
+        (
+            "failure policy of zero",
+            |o| o["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 0}),
+            "spec.failurePolicy.suspendAfterConsecutiveFailures",
+            "Invalid value: 0: must be greater than or equal to 1",
+        ),
+        (
             "no job template",
             |o| {
                 o["spec"]
@@ -554,13 +575,20 @@ async fn garbage_is_a_bad_request() {
 }
 
 #[tokio::test]
-async fn oversized_body_is_a_bad_request() {
-    let app = app();
+async fn oversized_body_is_413_and_counted() {
+    let metrics = WebhookMetrics::new(&mut Default::default());
+    let app = router(metrics.clone());
     // With a Content-Length: refused before reading.
     let mut big = create(cronjob("big"));
     big["request"]["object"]["metadata"]["annotations"] = json!({"x": "y".repeat(MAX_BODY_BYTES)});
-    let (status, body) = post_raw(&app, VALIDATE_PATH, big.to_string().into_bytes()).await;
-    assert_eq!(status, StatusCode::BAD_REQUEST);
+    let body = big.to_string().into_bytes();
+    let request = Request::post(VALIDATE_PATH)
+        .header("content-length", body.len())
+        .body(Body::from(body))
+        .expect("request");
+    let r = app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
+    let body = r.into_body().collect().await.expect("body").to_bytes();
     assert!(String::from_utf8_lossy(&body).contains("larger than"));
     // Streamed without a length: refused once the limit is crossed.
     let chunks: Vec<Result<Vec<u8>, std::io::Error>> =
@@ -569,18 +597,52 @@ async fn oversized_body_is_a_bad_request() {
         .body(Body::from_stream(futures::stream::iter(chunks)))
         .expect("request");
     let r = app.clone().oneshot(request).await.expect("infallible");
-    assert_eq!(r.status(), StatusCode::BAD_REQUEST);
+    assert_eq!(r.status(), StatusCode::PAYLOAD_TOO_LARGE);
     let body = r.into_body().collect().await.expect("body").to_bytes();
     assert!(
         String::from_utf8_lossy(&body).contains("larger than"),
         "{body:?}"
     );
+    assert_eq!(metrics.rejected_count("too_large"), 2);
     // Just under the limit is read (and then judged).
     let mut fits = create(cronjob("fits"));
     fits["request"]["object"]["metadata"]["annotations"] =
         json!({"x": "y".repeat(MAX_BODY_BYTES - 4096)});
     let r = admit(&app, VALIDATE_PATH, &fits).await;
     assert_eq!(r["allowed"], true);
+    let (status, _) = post_raw(&app, VALIDATE_PATH, b"{not json".to_vec()).await;
+    assert_eq!(status, StatusCode::BAD_REQUEST);
+    assert_eq!(metrics.rejected_count("malformed"), 1);
+}
+
+/// A body that trickles in is cut off: 408, counted as slow, well before the API server's
+/// own timeout.
+#[tokio::test]
+async fn a_slow_body_is_408_and_counted() {
+    let metrics = WebhookMetrics::new(&mut Default::default());
+    let app = router(metrics.clone());
+    let review = create(cronjob("slow")).to_string().into_bytes();
+    let length = review.len();
+    let trickle = futures::stream::unfold(0usize, |sent| async move {
+        if sent >= 64 {
+            return None;
+        }
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        Some((Ok::<_, std::io::Error>(vec![b' ']), sent + 1))
+    });
+    let request = Request::post(VALIDATE_PATH)
+        .header("content-length", length)
+        .body(Body::from_stream(trickle))
+        .expect("request");
+    let started = std::time::Instant::now();
+    let r = app.clone().oneshot(request).await.expect("infallible");
+    assert_eq!(r.status(), StatusCode::REQUEST_TIMEOUT);
+    assert!(
+        started.elapsed() < kronjob::webhook::server::REQUEST_TIMEOUT,
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(metrics.rejected_count("slow"), 1);
 }
 
 #[tokio::test]
@@ -689,6 +751,80 @@ async fn serves_over_verified_tls_and_drains_on_shutdown() {
     // Neither does a client that expects another name.
     assert!(client.try_connect(addr, "elsewhere.example").await.is_err());
 
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(15), server)
+        .await
+        .expect("server stops")
+        .expect("task")
+        .expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Several schedules and the failure policy over real TLS: every invalid combination is
+/// denied naming its field, the valid ones are allowed.
+#[tokio::test]
+async fn schedules_and_failure_policy_over_tls_name_the_field_of_each_invalid_combination() {
+    let pki = tls_support::Pki::new();
+    let dir = tls_support::temp_dir("schedules");
+    pki.write_leaf(&dir, "localhost");
+    let (addr, stop, server) = tls_support::serve_dir(&dir, Duration::from_millis(100)).await;
+    let client = tls_support::Client::new(&pki.ca_pem);
+    fn schedules(items: Value) -> Value {
+        let mut o = cronjob("multi");
+        o["spec"].as_object_mut().expect("spec").remove("schedule");
+        o["spec"]["schedules"] = items;
+        o
+    }
+    let mut both = schedules(json!(["*/2 * * * *"]));
+    both["spec"]["schedule"] = json!("0 * * * *");
+    let mut neither = cronjob("multi");
+    neither["spec"]
+        .as_object_mut()
+        .expect("spec")
+        .remove("schedule");
+    let mut policy = schedules(json!(["*/2 * * * *", "*/3 * * * *"]));
+    policy["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": -1});
+    let mut fine = schedules(json!(["*/2 * * * *", "*/3 * * * *", "H 3 * * SUN"]));
+    fine["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 3});
+    // (object, the causes' fields; none: allowed)
+    let cases: Vec<(Value, &[&str])> = vec![
+        (fine, &[]),
+        (schedules(json!(["@every 2h"])), &[]),
+        (both, &["spec.schedules"]),
+        (neither, &["spec.schedule"]),
+        (schedules(json!([])), &["spec.schedules"]),
+        (schedules(json!(vec!["0 * * * *"; 17])), &["spec.schedules"]),
+        (
+            schedules(json!(["@every 2h", "0 * * * *"])),
+            &["spec.schedules"],
+        ),
+        (
+            schedules(json!(["0 * * * *", "61 * * * *", "", "TZ=UTC 0 * * * *"])),
+            &[
+                "spec.schedules[2]",
+                "spec.schedules[3]",
+                "spec.schedules[1]",
+            ],
+        ),
+        (schedules(json!("0 * * * *")), &["spec.schedules"]),
+        (
+            policy,
+            &["spec.failurePolicy.suspendAfterConsecutiveFailures"],
+        ),
+    ];
+    for (object, want) in cases {
+        let body = create(object.clone()).to_string();
+        let (status, answer) = client.post(addr, "localhost", VALIDATE_PATH, body).await;
+        assert_eq!(status, 200);
+        let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+        let response = &answer["response"];
+        assert_eq!(response["allowed"], want.is_empty(), "{object}: {response}");
+        let fields: Vec<&str> = response["status"]["details"]["causes"]
+            .as_array()
+            .map(|causes| causes.iter().filter_map(|c| c["field"].as_str()).collect())
+            .unwrap_or_default();
+        assert_eq!(fields, want, "{}", response["status"]["message"]);
+    }
     stop.cancel();
     tokio::time::timeout(Duration::from_secs(15), server)
         .await

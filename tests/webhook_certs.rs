@@ -139,3 +139,86 @@ async fn first_replica_creates_second_replica_reuses() {
     server.await.expect("task").expect("clean shutdown");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A serving certificate within 30 days of its expiry is renewed in the Secret: replaced with
+/// the resourceVersion that was read (so a replica that renewed first wins and is read
+/// instead), signed by the same CA, so the caBundles stay as they are.
+#[tokio::test]
+async fn a_leaf_due_for_renewal_is_replaced_in_the_secret() {
+    let issued_at = jiff::Timestamp::now();
+    let created: Arc<Mutex<Option<Value>>> = Arc::default();
+    let keep = created.clone();
+    let (client, script) = mock_client();
+    let verdict = script.run(vec![
+        Expect::get(SECRET_PATH).fails(StatusCode::NOT_FOUND, "NotFound"),
+        Expect::post(SECRETS_PATH).answer(move |body| {
+            *keep.lock().expect("lock") = Some(body.clone());
+            (StatusCode::CREATED, body.clone())
+        }),
+        Expect::get(MUTATING_PATH).ok(config(
+            "MutatingWebhookConfiguration",
+            MUTATING_CONFIG,
+            None,
+        )),
+        Expect::put(MUTATING_PATH),
+        Expect::get(VALIDATING_PATH).ok(config(
+            "ValidatingWebhookConfiguration",
+            VALIDATING_CONFIG,
+            None,
+        )),
+        Expect::put(VALIDATING_PATH),
+    ]);
+    let first = SelfSigned::new(client, "kronjob-webhook", "kronjob-system")
+        .ensure(issued_at)
+        .await
+        .expect("provisioned");
+    verdict.await.expect("the first issue as scripted");
+    let mut stored = created.lock().expect("lock").clone().expect("the Secret");
+    stored["metadata"]["resourceVersion"] = json!("3");
+    let ca = stored["data"]["ca.crt"].clone();
+    let old_leaf = stored["data"]["tls.crt"].clone();
+
+    // 340 days later: 25 days left, under the 30 of the renewal.
+    let later = issued_at + jiff::SignedDuration::from_hours(340 * 24);
+    let replaced: Arc<Mutex<Option<Value>>> = Arc::default();
+    let keep = replaced.clone();
+    let (client, script) = mock_client();
+    let ca_str = ca.as_str().expect("ca.crt").to_string();
+    let verdict = script.run(vec![
+        Expect::get(SECRET_PATH).ok(stored),
+        Expect::put(SECRET_PATH).answer(move |body| {
+            *keep.lock().expect("lock") = Some(body.clone());
+            (StatusCode::OK, body.clone())
+        }),
+        Expect::get(MUTATING_PATH).ok(config(
+            "MutatingWebhookConfiguration",
+            MUTATING_CONFIG,
+            Some(&ca_str),
+        )),
+        Expect::get(VALIDATING_PATH).ok(config(
+            "ValidatingWebhookConfiguration",
+            VALIDATING_CONFIG,
+            Some(&ca_str),
+        )),
+    ]);
+    let renewed = SelfSigned::new(client, "kronjob-webhook", "kronjob-system")
+        .ensure(later)
+        .await
+        .expect("renewed");
+    verdict
+        .await
+        .expect("the renewal as scripted: a replace, no caBundle write");
+    let put = replaced
+        .lock()
+        .expect("lock")
+        .clone()
+        .expect("the replaced Secret");
+    assert_eq!(put["metadata"]["resourceVersion"], "3", "{put}");
+    assert_eq!(put["data"]["ca.crt"], ca, "the same CA");
+    assert_ne!(
+        put["data"]["tls.crt"], old_leaf,
+        "a new serving certificate"
+    );
+    assert_eq!(renewed.ca_cert_pem, first.ca_cert_pem);
+    assert!(renewed.not_after > first.not_after, "{renewed:?}");
+}

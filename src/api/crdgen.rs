@@ -14,7 +14,7 @@ use kube::CustomResourceExt;
 use serde_json::{Map, Value, json};
 
 use super::CronJob;
-use super::rules::{Check, ErrorKind, Rule, rules};
+use super::rules::{Check, EACH, ErrorKind, Rule, rules};
 
 /// File name of the generated CRD under `crd/`.
 pub const CRD_FILE: &str = "cronjobs.batch.kronjob.dev.yaml";
@@ -172,10 +172,14 @@ fn declare_metadata_name(schema: &mut Value) -> Result<(), CrdError> {
 }
 
 /// The schema node at a path of property names (`[]` is the root); arrays are entered through
-/// their `items`.
+/// their `items`, and [`EACH`] is the `items` node itself.
 pub fn schema_node<'a>(schema: &'a mut Value, path: &[&str]) -> Option<&'a mut Value> {
     let mut node = schema;
     for key in path {
+        if *key == EACH {
+            node = node.get_mut("items")?;
+            continue;
+        }
         if node.get("properties").is_none() && node.get("items").is_some() {
             node = node.get_mut("items")?;
         }
@@ -208,6 +212,9 @@ fn attach(schema: &mut Value, rule: &Rule) -> Result<(), CrdError> {
         Check::MaxLength(max) => {
             node.insert("maxLength".into(), json!(max));
         }
+        Check::MaxItems(max) => {
+            node.insert("maxItems".into(), json!(max));
+        }
         Check::Cel { rule: cel, .. } => {
             let list = node
                 .entry("x-kubernetes-validations")
@@ -234,8 +241,14 @@ pub fn cel_entry(cel: &str, rule: &Rule) -> Map<String, Value> {
             json!(format!(".{}", rule.field.join("."))),
         );
     }
-    if rule.kind == ErrorKind::Required {
-        entry.insert("reason".into(), json!("FieldValueRequired"));
+    match rule.kind {
+        ErrorKind::Required => {
+            entry.insert("reason".into(), json!("FieldValueRequired"));
+        }
+        ErrorKind::Forbidden => {
+            entry.insert("reason".into(), json!("FieldValueForbidden"));
+        }
+        ErrorKind::Invalid | ErrorKind::NotSupported => {}
     }
     entry
 }

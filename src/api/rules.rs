@@ -4,6 +4,10 @@
 //! and the webhook evaluates the same entry in Rust. A test evaluates the generated CEL with a
 //! CEL interpreter on a corpus of objects and requires the same verdicts as the Rust checks.
 //!
+//! A location may step into every item of a list with [`EACH`]: `spec.schedules[*]` holds for
+//! each schedule of the list, and the error names the item (`spec.schedules[1]`), as the API
+//! server names it for a rule on the schema's `items`.
+//!
 //! What CEL cannot say (parsing the cron expression, loading the time zone) is checked by the
 //! webhook alone, in [`super::validation`].
 
@@ -25,6 +29,8 @@ pub enum Check {
     Minimum(i64),
     /// A string may have at most this many characters.
     MaxLength(u64),
+    /// A list may have at most this many items.
+    MaxItems(u64),
     /// A CEL expression over `self` (the value at the rule's location), with the equivalent
     /// Rust predicate. The predicate gets the value at the location (never absent: like CEL,
     /// a rule on an absent field does not run).
@@ -43,6 +49,8 @@ pub enum ErrorKind {
     Required,
     /// `Invalid value: <value>`.
     Invalid,
+    /// `Forbidden`: the field may not be set (here).
+    Forbidden,
     /// `Unsupported value: <value>`.
     NotSupported,
 }
@@ -66,14 +74,36 @@ pub struct Rule {
 }
 
 impl Rule {
-    /// The full field path the error is reported on, e.g. `spec.jobTemplate.spec.parallelism`.
+    /// The full field path the error is reported on, e.g. `spec.jobTemplate.spec.parallelism`;
+    /// `[*]` stands for each item of a list (`spec.schedules[*]`).
     pub fn path(&self) -> String {
-        self.at
+        render_path(self.at.iter().chain(self.field.iter()).copied(), None)
+    }
+
+    /// Every value the rule applies to in `object`, with the path its error is reported on:
+    /// the value at `at` (none when absent or null, as CEL runs no rule on an absent field),
+    /// once per item where `at` steps into a list.
+    pub fn locations<'a>(&self, object: &'a Value) -> Vec<(String, &'a Value)> {
+        let split = self.at.iter().position(|key| *key == EACH);
+        let Some(split) = split else {
+            return lookup(object, self.at)
+                .map(|v| (self.path(), v))
+                .into_iter()
+                .collect();
+        };
+        let (list_at, item_at) = (&self.at[..split], &self.at[split + 1..]);
+        let Some(items) = lookup(object, list_at).and_then(Value::as_array) else {
+            return Vec::new();
+        };
+        items
             .iter()
-            .chain(self.field.iter())
-            .copied()
-            .collect::<Vec<_>>()
-            .join(".")
+            .enumerate()
+            .filter_map(|(i, item)| {
+                let value = lookup(item, item_at)?;
+                let path = self.at.iter().chain(self.field.iter()).copied();
+                Some((render_path(path, Some(i)), value))
+            })
+            .collect()
     }
 
     /// Evaluate the rule on the value at its location: `true` when it holds.
@@ -83,6 +113,7 @@ impl Rule {
             Check::MaxLength(max) => value
                 .as_str()
                 .is_none_or(|s| s.chars().count() as u64 <= max),
+            Check::MaxItems(max) => value.as_array().is_none_or(|a| a.len() as u64 <= max),
             Check::Cel { holds, .. } => holds(value),
         }
     }
@@ -93,6 +124,33 @@ impl Rule {
     }
 }
 
+/// The path step meaning "each item of the list": `["spec", "schedules", EACH]`.
+pub const EACH: &str = "*";
+
+/// Dotted path of property names; [`EACH`] is rendered as `[index]`, or `[*]` without one.
+fn render_path<'a>(keys: impl Iterator<Item = &'a str>, index: Option<usize>) -> String {
+    let mut out = String::new();
+    for key in keys {
+        if key == EACH {
+            match index {
+                Some(i) => out.push_str(&format!("[{i}]")),
+                None => out.push_str("[*]"),
+            }
+            continue;
+        }
+        if !out.is_empty() {
+            out.push('.');
+        }
+        out.push_str(key);
+    }
+    out
+}
+
+/// Whether the object `v` has the field `key` set (present and not null).
+fn has(v: &Value, key: &str) -> bool {
+    v.get(key).is_some_and(|f| !f.is_null())
+}
+
 /// Walk `path` from `root`; `None` when any step is absent or null.
 pub fn lookup<'a>(root: &'a Value, path: &[&str]) -> Option<&'a Value> {
     path.iter()
@@ -100,7 +158,10 @@ pub fn lookup<'a>(root: &'a Value, path: &[&str]) -> Option<&'a Value> {
         .filter(|v| !v.is_null())
 }
 
+const SPEC: &[&str] = &["spec"];
 const SCHEDULE: &[&str] = &["spec", "schedule"];
+const SCHEDULES: &[&str] = &["spec", "schedules"];
+const EACH_SCHEDULE: &[&str] = &["spec", "schedules", EACH];
 const TIME_ZONE: &[&str] = &["spec", "timeZone"];
 const POD_SPEC: &[&str] = &["spec", "jobTemplate", "spec", "template", "spec"];
 
@@ -109,6 +170,8 @@ const POD_SPEC: &[&str] = &["spec", "jobTemplate", "spec", "template", "spec"];
 pub const MAX_TIME_ZONE_LENGTH: u64 = 255;
 /// Longest accepted `schedule`; bounds the CEL cost estimate.
 pub const MAX_SCHEDULE_LENGTH: u64 = 1024;
+/// Most entries of `schedules`; bounds the CEL cost estimate too.
+pub const MAX_SCHEDULES: u64 = crate::schedule::MAX_EXPRESSIONS as u64;
 /// Longest CronJob name: a Job name (at most 63 characters) adds `-` and 10 digits of minutes.
 pub const MAX_NAME_LENGTH: usize = 52;
 
@@ -127,6 +190,105 @@ fn minimum(at: &'static [&'static str]) -> Rule {
 
 fn str_of(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
+}
+
+/// The checks of one schedule expression, at `at`: `spec.schedule` or each of `spec.schedules`.
+fn schedule_rules(at: &'static [&'static str]) -> [Rule; 3] {
+    [
+        Rule {
+            at,
+            field: &[],
+            check: Check::Cel {
+                rule: "size(self) > 0",
+                // Not a string: the schema's type check refuses it (the webhook says so).
+                holds: |v| v.as_str().is_none_or(|s| !s.is_empty()),
+            },
+            kind: ErrorKind::Required,
+            message: "schedule must not be empty",
+            scope: Scope::Always,
+        },
+        Rule {
+            at,
+            field: &[],
+            check: Check::MaxLength(MAX_SCHEDULE_LENGTH),
+            kind: ErrorKind::Invalid,
+            message: "must have at most 1024 characters",
+            scope: Scope::Always,
+        },
+        Rule {
+            at,
+            field: &[],
+            check: Check::Cel {
+                rule: "!self.contains('TZ=')",
+                holds: |v| !str_of(v).contains("TZ="),
+            },
+            kind: ErrorKind::Invalid,
+            message: "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+            scope: Scope::Always,
+        },
+    ]
+}
+
+/// Exactly one of `schedule` and `schedules`; a non-empty list of at most 16, `@every` alone.
+fn schedules_rules() -> [Rule; 5] {
+    [
+        Rule {
+            at: SPEC,
+            field: &["schedule"],
+            check: Check::Cel {
+                rule: "has(self.schedule) || has(self.schedules)",
+                holds: |v| !v.is_object() || has(v, "schedule") || has(v, "schedules"),
+            },
+            kind: ErrorKind::Required,
+            message: "one of schedule and schedules is required",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SPEC,
+            field: &["schedules"],
+            check: Check::Cel {
+                rule: "!has(self.schedule) || !has(self.schedules)",
+                holds: |v| !(has(v, "schedule") && has(v, "schedules")),
+            },
+            kind: ErrorKind::Forbidden,
+            message: "may not be set together with schedule",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SCHEDULES,
+            field: &[],
+            check: Check::Cel {
+                rule: "size(self) > 0",
+                holds: |v| v.as_array().is_none_or(|a| !a.is_empty()),
+            },
+            kind: ErrorKind::Required,
+            message: "schedules must not be empty",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SCHEDULES,
+            field: &[],
+            check: Check::MaxItems(MAX_SCHEDULES),
+            kind: ErrorKind::Invalid,
+            message: "must have at most 16 items",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SCHEDULES,
+            field: &[],
+            check: Check::Cel {
+                rule: "size(self) <= 1 || !self.exists(s, s.startsWith('@every'))",
+                holds: |v| {
+                    v.as_array().is_none_or(|a| {
+                        a.len() <= 1 || !a.iter().any(|s| str_of(s).starts_with("@every"))
+                    })
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "@every cannot be combined with other schedules",
+            scope: Scope::Always,
+        },
+    ]
 }
 
 /// Whether `tz` has the shape of an IANA name: `/`-separated parts of 1-14 characters from
@@ -149,52 +311,33 @@ pub fn rules() -> &'static [Rule] {
 }
 
 static RULES: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
+    let name = Rule {
+        at: &[],
+        field: &["metadata", "name"],
+        check: Check::Cel {
+            rule: "size(self.metadata.name) <= 52",
+            holds: |v| {
+                lookup(v, &["metadata", "name"])
+                    .and_then(Value::as_str)
+                    .is_none_or(|n| n.chars().count() <= MAX_NAME_LENGTH)
+            },
+        },
+        kind: ErrorKind::Invalid,
+        message: "must be no more than 52 characters",
+        scope: Scope::Create,
+    };
+    let mut rules = vec![name];
+    rules.extend(schedules_rules());
+    rules.extend(schedule_rules(SCHEDULE));
+    rules.extend(schedule_rules(EACH_SCHEDULE));
+    rules.extend(zone_rules());
+    rules.extend(count_and_template_rules());
+    rules
+});
+
+/// The rules of `timeZone` (what CEL can say of a name; the webhook loads it too).
+fn zone_rules() -> Vec<Rule> {
     vec![
-        Rule {
-            at: &[],
-            field: &["metadata", "name"],
-            check: Check::Cel {
-                rule: "size(self.metadata.name) <= 52",
-                holds: |v| {
-                    lookup(v, &["metadata", "name"])
-                        .and_then(Value::as_str)
-                        .is_none_or(|n| n.chars().count() <= MAX_NAME_LENGTH)
-                },
-            },
-            kind: ErrorKind::Invalid,
-            message: "must be no more than 52 characters",
-            scope: Scope::Create,
-        },
-        Rule {
-            at: SCHEDULE,
-            field: &[],
-            check: Check::Cel {
-                rule: "size(self) > 0",
-                holds: |v| !str_of(v).is_empty(),
-            },
-            kind: ErrorKind::Required,
-            message: "schedule must not be empty",
-            scope: Scope::Always,
-        },
-        Rule {
-            at: SCHEDULE,
-            field: &[],
-            check: Check::MaxLength(MAX_SCHEDULE_LENGTH),
-            kind: ErrorKind::Invalid,
-            message: "must have at most 1024 characters",
-            scope: Scope::Always,
-        },
-        Rule {
-            at: SCHEDULE,
-            field: &[],
-            check: Check::Cel {
-                rule: "!self.contains('TZ=')",
-                holds: |v| !str_of(v).contains("TZ="),
-            },
-            kind: ErrorKind::Invalid,
-            message: "cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
-            scope: Scope::Always,
-        },
         Rule {
             at: TIME_ZONE,
             field: &[],
@@ -239,6 +382,12 @@ static RULES: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
             message: "unknown time zone",
             scope: Scope::Always,
         },
+    ]
+}
+
+/// The counts (non-negative, the failure policy at least 1) and the Job template.
+fn count_and_template_rules() -> Vec<Rule> {
+    vec![
         minimum(&["spec", "startingDeadlineSeconds"]),
         minimum(&["spec", "successfulJobsHistoryLimit"]),
         minimum(&["spec", "failedJobsHistoryLimit"]),
@@ -285,8 +434,16 @@ static RULES: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
             message: "valid values: \"OnFailure\", \"Never\"",
             scope: Scope::Always,
         },
+        Rule {
+            at: &["spec", "failurePolicy", "suspendAfterConsecutiveFailures"],
+            field: &[],
+            check: Check::Minimum(1),
+            kind: ErrorKind::Invalid,
+            message: "must be greater than or equal to 1",
+            scope: Scope::Always,
+        },
     ]
-});
+}
 
 #[cfg(test)]
 mod tests {

@@ -49,8 +49,10 @@ pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 1;
     namespaced,
     status = "CronJobStatus",
     derive = "PartialEq",
-    doc = "CronJob runs a Job on a time-based schedule. It has the fields and meaning of the built-in batch/v1 CronJob, and adds time-zone-safe DST handling, H jitter, and richer status.",
-    printcolumn(name = "Schedule", type_ = "string", json_path = ".spec.schedule"),
+    doc = "CronJob runs a Job on a time-based schedule. It has the fields and meaning of the built-in batch/v1 CronJob, and adds time-zone-safe DST handling, H jitter, several schedules, a failure policy, and richer status.",
+    // `status.schedule`: a printer column cannot show "the first of spec.schedules and how many
+    // more", so the controller writes that summary (the schedule itself when there is one).
+    printcolumn(name = "Schedule", type_ = "string", json_path = ".status.schedule"),
     printcolumn(name = "Timezone", type_ = "string", json_path = ".spec.timeZone"),
     printcolumn(name = "Suspend", type_ = "boolean", json_path = ".spec.suspend"),
     printcolumn(name = "Active", type_ = "integer", json_path = ".status.activeCount"),
@@ -77,8 +79,19 @@ pub struct CronJobSpec {
     /// The schedule in Cron format, see https://en.wikipedia.org/wiki/Cron: five fields
     /// (minute, hour, day of month, month, day of week), names JAN-DEC and SUN-SAT, `?` for `*`,
     /// descriptors such as `@hourly` and `@every 90m`. `H` picks a stable per-CronJob value
-    /// (`H`, `H(0-29)`, `H/15`) to spread load.
-    pub schedule: String,
+    /// (`H`, `H(0-29)`, `H/15`) to spread load. Exactly one of `schedule` and `schedules` is
+    /// set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "string_schema")]
+    pub schedule: Option<String>,
+
+    /// Several schedules instead of `schedule` (at most 16), each in the language of
+    /// `schedule`, all in `timeZone`. The CronJob runs at every time any of them names, once
+    /// per time however many name it (one Job). `H` picks the same values in each. `@every`
+    /// cannot be combined with other schedules.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "string_list_schema")]
+    pub schedules: Option<Vec<String>>,
 
     /// The time zone name for the given schedule, see
     /// https://en.wikipedia.org/wiki/List_of_tz_database_time_zones. If not specified, UTC is used.
@@ -121,6 +134,22 @@ pub struct CronJobSpec {
         skip_serializing_if = "Option::is_none"
     )]
     pub failed_jobs_history_limit: Option<i32>,
+
+    /// What the controller does when scheduled Jobs keep failing. Absent: nothing.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub failure_policy: Option<FailurePolicy>,
+}
+
+/// What the controller does when scheduled Jobs keep failing.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct FailurePolicy {
+    /// After this many scheduled Jobs in a row have failed (finished with condition
+    /// `Failed`), the controller sets `spec.suspend` to true, with `Ready=False` reason
+    /// `SuspendedAfterFailures`. A successful scheduled Job resets the count, and so does
+    /// resuming the CronJob. Manual runs neither count nor reset it. At least 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspend_after_consecutive_failures: Option<i32>,
 }
 
 /// ConcurrencyPolicy describes how the job will be handled.
@@ -152,6 +181,17 @@ impl ConcurrencyPolicy {
 /// Default of `spec.suspend`.
 pub const DEFAULT_SUSPEND: bool = false;
 
+/// A string that is absent rather than `null`: the API server prunes a `null` there, so CEL
+/// and the webhook agree that the field is not set.
+fn string_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string"})
+}
+
+/// A list of strings that is absent rather than `null` (see [`string_schema`]).
+fn string_list_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "items": {"type": "string"}})
+}
+
 fn default_suspend() -> Option<bool> {
     Some(DEFAULT_SUSPEND)
 }
@@ -162,7 +202,60 @@ fn default_failed_jobs_history_limit() -> Option<i32> {
     Some(DEFAULT_FAILED_JOBS_HISTORY_LIMIT)
 }
 
+/// Why a spec names no usable set of schedule expressions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ScheduleFieldsError {
+    /// Neither `schedule` nor `schedules`.
+    #[error("one of spec.schedule and spec.schedules is required")]
+    Neither,
+    /// Both `schedule` and `schedules`.
+    #[error("spec.schedule and spec.schedules may not both be set")]
+    Both,
+}
+
+/// The schedule expressions of a spec with `schedule` and `schedules`: `schedule` as the only
+/// one, or `schedules`.
+pub fn schedule_exprs<'a>(
+    schedule: Option<&'a String>,
+    schedules: Option<&'a [String]>,
+) -> Result<&'a [String], ScheduleFieldsError> {
+    match (schedule, schedules) {
+        (Some(one), None) => Ok(std::slice::from_ref(one)),
+        (None, Some(list)) => Ok(list),
+        (Some(_), Some(_)) => Err(ScheduleFieldsError::Both),
+        (None, None) => Err(ScheduleFieldsError::Neither),
+    }
+}
+
 impl CronJobSpec {
+    /// The schedule expressions: `schedule` as the only one, or `schedules`.
+    pub fn schedule_exprs(&self) -> Result<&[String], ScheduleFieldsError> {
+        schedule_exprs(self.schedule.as_ref(), self.schedules.as_deref())
+    }
+
+    /// The schedule in one line, as `status.schedule` and the SCHEDULE columns show it: the
+    /// expression, or the first of several and how many more (`*/2 * * * * (+1)`); empty
+    /// when there is none.
+    pub fn schedule_summary(&self) -> String {
+        let exprs = match (&self.schedule, &self.schedules) {
+            (Some(one), _) => return one.clone(),
+            (None, Some(list)) => list.as_slice(),
+            (None, None) => &[],
+        };
+        match exprs {
+            [] => String::new(),
+            [one] => one.clone(),
+            [first, rest @ ..] => format!("{first} (+{})", rest.len()),
+        }
+    }
+
+    /// `failurePolicy.suspendAfterConsecutiveFailures`, when set.
+    pub fn suspend_after_failures(&self) -> Option<i32> {
+        self.failure_policy
+            .as_ref()
+            .and_then(|p| p.suspend_after_consecutive_failures)
+    }
+
     /// Whether creation of new Jobs is suspended.
     pub fn is_suspended(&self) -> bool {
         self.suspend.unwrap_or(false)
@@ -214,8 +307,20 @@ pub struct CronJobStatus {
     #[serde(default)]
     pub observed_generation: Option<i64>,
 
+    /// The schedule as the SCHEDULE column shows it: `spec.schedule`, or the first of
+    /// `spec.schedules` and how many more, e.g. `*/2 * * * * (+1)`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<String>,
+
+    /// Scheduled Jobs that failed in a row: raised by each scheduled Job that finishes
+    /// `Failed`, reset by one that completes and by resuming the CronJob; absent means 0.
+    /// Manual runs do not count. `spec.failurePolicy` acts on it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub consecutive_failures: i32,
+
     /// Standard conditions. `Ready` tells whether the CronJob schedules Jobs, with reasons such
-    /// as `Scheduled`, `Suspended`, `InvalidSchedule`, `UnknownTimeZone` and `InvalidJobTemplate`.
+    /// as `Scheduled`, `Suspended`, `SuspendedAfterFailures`, `InvalidSchedule`,
+    /// `UnknownTimeZone` and `InvalidJobTemplate`.
     #[serde(default)]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,
@@ -234,6 +339,10 @@ impl CronJobStatus {
         active.push(job);
         self.set_active(active);
     }
+}
+
+fn is_zero(n: &i32) -> bool {
+    *n == 0
 }
 
 fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {

@@ -2,9 +2,10 @@
 //!
 //! [`validate`] reports every failing field at once, as the API server does, in four groups:
 //! 1. every rule of [`super::rules::rules`] (the same table the CRD's CEL rules come from);
-//! 2. the required fields `spec`, `spec.schedule` and `spec.jobTemplate`;
+//! 2. the required fields `spec` and `spec.jobTemplate` (one of `spec.schedule` and
+//!    `spec.schedules` is a rule of the table);
 //! 3. `spec.concurrencyPolicy` outside its three values;
-//! 4. what CEL cannot check: the schedule parses and the time zone exists.
+//! 4. what CEL cannot check: each schedule parses and the time zone exists.
 //!
 //! Pure: no I/O, no clock. Errors render exactly like the API server's `field.Error`.
 
@@ -13,7 +14,7 @@ use std::fmt;
 use serde_json::Value;
 
 pub use super::rules::ErrorKind;
-use super::rules::{Rule, Scope, lookup, rules};
+use super::rules::{EACH, Rule, Scope, lookup, rules};
 use super::{ConcurrencyPolicy, GROUP};
 use crate::schedule::{Schedule, time_zone};
 
@@ -81,6 +82,7 @@ impl FieldError {
         match self.kind {
             ErrorKind::Required => "FieldValueRequired",
             ErrorKind::Invalid => "FieldValueInvalid",
+            ErrorKind::Forbidden => "FieldValueForbidden",
             ErrorKind::NotSupported => "FieldValueNotSupported",
         }
     }
@@ -92,11 +94,12 @@ impl FieldError {
         let mut out = String::from(match self.kind {
             ErrorKind::Required => "Required value",
             ErrorKind::Invalid => "Invalid value",
+            ErrorKind::Forbidden => "Forbidden",
             ErrorKind::NotSupported => "Unsupported value",
         });
-        // Like Go's `ErrorBody`: `Required` never shows the value; strings are quoted, numbers
-        // and booleans are not (JSON rendering gives exactly that).
-        if self.kind != ErrorKind::Required
+        // Like Go's `ErrorBody`: `Required` and `Forbidden` never show the value; strings are
+        // quoted, numbers and booleans are not (JSON rendering gives exactly that).
+        if !matches!(self.kind, ErrorKind::Required | ErrorKind::Forbidden)
             && let Some(value) = &self.value
         {
             out.push_str(": ");
@@ -141,6 +144,8 @@ pub fn invalid_message(name: &str, errors: &[FieldError]) -> String {
 
 const SPEC: &[&str] = &["spec"];
 const SCHEDULE: &[&str] = &["spec", "schedule"];
+const SCHEDULES: &[&str] = &["spec", "schedules"];
+const EACH_SCHEDULE: &[&str] = &["spec", "schedules", EACH];
 const TIME_ZONE: &[&str] = &["spec", "timeZone"];
 const JOB_TEMPLATE: &[&str] = &["spec", "jobTemplate"];
 const CONCURRENCY_POLICY: &[&str] = &["spec", "concurrencyPolicy"];
@@ -187,24 +192,19 @@ fn table_errors(
         if is_zone_rule(rule) && zone_unchanged {
             continue;
         }
-        let Some(at_value) = lookup(object, rule.at) else {
-            continue;
-        };
-        if rule.holds(at_value) {
-            continue;
+        for (path, at_value) in rule.locations(object) {
+            if rule.holds(at_value) {
+                continue;
+            }
+            zone_rule_failed |= is_zone_rule(rule);
+            let shown = !matches!(rule.kind, ErrorKind::Required | ErrorKind::Forbidden);
+            errors.push(FieldError {
+                path,
+                kind: rule.kind,
+                value: rule.reported_value(at_value).filter(|_| shown).cloned(),
+                detail: rule.message.to_string(),
+            });
         }
-        zone_rule_failed |= is_zone_rule(rule);
-        let value = rule.reported_value(at_value).cloned();
-        errors.push(FieldError {
-            path: rule.path(),
-            kind: rule.kind,
-            value: if rule.kind == ErrorKind::Required {
-                None
-            } else {
-                value
-            },
-            detail: rule.message.to_string(),
-        });
     }
     zone_rule_failed
 }
@@ -222,9 +222,6 @@ fn required_errors(object: &Value, errors: &mut Vec<FieldError>) {
             ));
         }
         Some(_) => {
-            if lookup(object, SCHEDULE).is_none() {
-                errors.push(FieldError::required("spec.schedule", ""));
-            }
             if lookup(object, JOB_TEMPLATE).is_none() {
                 errors.push(FieldError::required("spec.jobTemplate", ""));
             }
@@ -249,26 +246,41 @@ fn policy_errors(object: &Value, errors: &mut Vec<FieldError>) {
     }
 }
 
-/// (d) What CEL cannot do: parse the schedule.
+/// (d) What CEL cannot do: parse `spec.schedule` and each of `spec.schedules`.
 fn schedule_errors(object: &Value, errors: &mut Vec<FieldError>) {
-    let Some(schedule) = lookup(object, SCHEDULE) else {
+    let key = hash_key(object);
+    if let Some(schedule) = lookup(object, SCHEDULE) {
+        expression_errors("spec.schedule", schedule, SCHEDULE, &key, errors);
+    }
+    let Some(list) = lookup(object, SCHEDULES) else {
         return;
     };
-    match schedule.as_str() {
-        None => errors.push(FieldError::invalid(
-            "spec.schedule",
-            schedule.clone(),
-            "must be a string",
-        )),
+    let Some(items) = list.as_array() else {
+        let detail = "must be a list of strings";
+        errors.push(FieldError::invalid("spec.schedules", list.clone(), detail));
+        return;
+    };
+    for (i, item) in items.iter().enumerate() {
+        let path = format!("spec.schedules[{i}]");
+        expression_errors(&path, item, EACH_SCHEDULE, &key, errors);
+    }
+}
+
+/// One schedule expression at `path` parses (the rule table's checks at `at` come first).
+fn expression_errors(
+    path: &str,
+    value: &Value,
+    at: &[&str],
+    key: &str,
+    errors: &mut Vec<FieldError>,
+) {
+    match value.as_str() {
+        None => errors.push(FieldError::invalid(path, value.clone(), "must be a string")),
         // Empty, over-long and `TZ=` schedules are already reported by the rule table.
-        Some(expr) if rule_table_rejects(SCHEDULE, schedule) || expr.is_empty() => {}
+        Some(expr) if rule_table_rejects(at, value) || expr.is_empty() => {}
         Some(expr) => {
-            if let Err(e) = Schedule::parse(expr, &hash_key(object)) {
-                errors.push(FieldError::invalid(
-                    "spec.schedule",
-                    schedule.clone(),
-                    e.to_string(),
-                ));
+            if let Err(e) = Schedule::parse(expr, key) {
+                errors.push(FieldError::invalid(path, value.clone(), e.to_string()));
             }
         }
     }
@@ -367,12 +379,107 @@ mod tests {
         assert_eq!(
             got,
             [
-                "spec.schedule: Required value",
+                "spec.schedule: Required value: one of schedule and schedules is required",
                 "spec.jobTemplate: Required value"
             ]
         );
         let got = rendered(&json!({"metadata": {"name": "x"}}), None, Operation::Create);
         assert_eq!(got, ["spec: Required value"]);
+    }
+
+    #[test]
+    fn schedules_are_checked_each_with_its_index_and_against_schedule() {
+        let with = |edit: fn(&mut Value)| {
+            let mut o = valid();
+            edit(&mut o);
+            rendered(&o, None, Operation::Create)
+        };
+        fn list(o: &mut Value, items: Value) {
+            o["spec"].as_object_mut().expect("spec").remove("schedule");
+            o["spec"]["schedules"] = items;
+        }
+        type Case = (&'static str, fn(&mut Value), &'static [&'static str]);
+        let cases: &[Case] = &[
+            (
+                "two schedules",
+                |o| list(o, json!(["*/2 * * * *", "*/3 * * * *"])),
+                &[],
+            ),
+            (
+                "one schedule in a list",
+                |o| list(o, json!(["@every 90m"])),
+                &[],
+            ),
+            (
+                "both",
+                |o| o["spec"]["schedules"] = json!(["0 * * * *"]),
+                &["spec.schedules: Forbidden: may not be set together with schedule"],
+            ),
+            (
+                "neither",
+                |o| list(o, Value::Null),
+                &["spec.schedule: Required value: one of schedule and schedules is required"],
+            ),
+            (
+                "an empty list",
+                |o| list(o, json!([])),
+                &["spec.schedules: Required value: schedules must not be empty"],
+            ),
+            (
+                "seventeen",
+                |o| list(o, json!(vec!["0 * * * *"; 17])),
+                &[
+                    "spec.schedules: Invalid value: [\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\",\"0 * * * *\"]: must have at most 16 items",
+                ],
+            ),
+            (
+                "@every with another",
+                |o| list(o, json!(["0 * * * *", "@every 1h"])),
+                &[
+                    "spec.schedules: Invalid value: [\"0 * * * *\",\"@every 1h\"]: @every cannot be combined with other schedules",
+                ],
+            ),
+            (
+                "a bad second entry",
+                |o| list(o, json!(["0 * * * *", "61 * * * *"])),
+                &[
+                    "spec.schedules[1]: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61",
+                ],
+            ),
+            (
+                "an empty and a TZ= entry, each once",
+                |o| list(o, json!(["", "0 * * * *", "TZ=UTC 0 * * * *"])),
+                &[
+                    "spec.schedules[0]: Required value: schedule must not be empty",
+                    "spec.schedules[2]: Invalid value: \"TZ=UTC 0 * * * *\": cannot use TZ or CRON_TZ in schedule, use timeZone field instead",
+                ],
+            ),
+            (
+                "an entry that is not a string",
+                |o| list(o, json!(["0 * * * *", 5])),
+                &["spec.schedules[1]: Invalid value: 5: must be a string"],
+            ),
+            (
+                "not a list",
+                |o| list(o, json!("0 * * * *")),
+                &["spec.schedules: Invalid value: \"0 * * * *\": must be a list of strings"],
+            ),
+            (
+                "a failure policy of 0",
+                |o| o["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 0}),
+                &[
+                    "spec.failurePolicy.suspendAfterConsecutiveFailures: Invalid value: 0: must be greater than or equal to 1",
+                ],
+            ),
+            (
+                "a failure policy of 3",
+                |o| o["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 3}),
+                &[],
+            ),
+        ];
+        for (what, edit, want) in cases {
+            assert_eq!(with(*edit), *want, "{what}");
+        }
     }
 
     #[test]

@@ -137,7 +137,7 @@ fn row(cj: &CronJob, jobs: &[&Job], now: Timestamp, columns: Columns) -> Vec<Str
     let status = cj.status.clone().unwrap_or_default();
     let mut row = vec![
         cj.metadata.name.clone().unwrap_or_default(),
-        cj.spec.schedule.clone(),
+        cj.spec.schedule_summary(),
         cj.spec.time_zone.clone().unwrap_or_else(|| NONE.into()),
         cj.spec.is_suspended().to_string(),
         status.active.len().to_string(),
@@ -218,10 +218,12 @@ pub fn next_run(cj: &CronJob, now: Timestamp) -> String {
     if cj.spec.is_suspended() {
         return NONE.into();
     }
-    let (Ok(schedule), Ok(tz)) = (
-        Schedule::parse(&cj.spec.schedule, &hash_key(cj)),
-        time_zone(cj.spec.time_zone.as_deref()),
-    ) else {
+    let schedule = cj
+        .spec
+        .schedule_exprs()
+        .ok()
+        .and_then(|exprs| Schedule::parse_each(exprs, &hash_key(cj)).ok());
+    let (Some(schedule), Ok(tz)) = (schedule, time_zone(cj.spec.time_zone.as_deref())) else {
         return "<invalid>".into();
     };
     match cronjob_times(cj, &schedule, &tz, now, 1).as_deref() {

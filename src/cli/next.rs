@@ -1,5 +1,6 @@
 //! `kubectl kronjob next`: the next run times of a CronJob (`next NAME`, read from the cluster)
-//! or of a bare schedule expression (`next --schedule EXPR`, no cluster needed).
+//! or of bare schedule expressions (`next --schedule EXPR`, repeated for several, no cluster
+//! needed).
 
 use std::io::Write;
 
@@ -10,8 +11,10 @@ use kube::{Api, Client};
 use super::CliError;
 use super::kube::KubeArgs;
 use super::table::Table;
-use crate::api::CronJob;
-use crate::schedule::{ParseError, Schedule, SlotQuery, ZoneError, scheduled_at, slots, time_zone};
+use crate::api::{CronJob, ScheduleFieldsError};
+use crate::schedule::{
+    ListError, ParseError, Schedule, SlotQuery, ZoneError, scheduled_at, slots, time_zone,
+};
 
 /// Print the next times a CronJob, or a schedule, fires.
 #[derive(clap::Args, Debug)]
@@ -21,9 +24,10 @@ pub struct NextArgs {
     /// print in its zone and in UTC.
     cronjob: Option<String>,
     /// A schedule instead of a CronJob, e.g. "*/15 * * * *", "@daily", "@every 90m",
-    /// "H H * * *"; times print one RFC 3339 UTC timestamp per line.
+    /// "H H * * *"; times print one RFC 3339 UTC timestamp per line. Repeat it for several
+    /// schedules, as in `spec.schedules`: their times merged, each once.
     #[arg(long, value_name = "EXPR")]
-    schedule: Option<String>,
+    schedule: Vec<String>,
     /// With --schedule: the IANA time zone it is evaluated in (default UTC).
     #[arg(long, conflicts_with = "cronjob")]
     time_zone: Option<String>,
@@ -59,6 +63,12 @@ pub enum NextError {
     /// The schedule does not parse.
     #[error(transparent)]
     Schedule(#[from] ParseError),
+    /// One of several schedules does not parse, or they cannot be combined.
+    #[error(transparent)]
+    Schedules(ListError),
+    /// The CronJob has neither `schedule` nor `schedules`, or both.
+    #[error(transparent)]
+    Fields(#[from] ScheduleFieldsError),
     /// The time zone is unknown or not allowed.
     #[error(transparent)]
     Zone(#[from] ZoneError),
@@ -71,10 +81,10 @@ pub enum NextError {
         reason: String,
     },
     /// The schedule uses `H` but no `--name` was given.
-    #[error("schedule {0:?} uses H: pass --name NAMESPACE/NAME to pick its times")]
+    #[error("schedule {0} uses H: pass --name NAMESPACE/NAME to pick its times")]
     MissingName(String),
     /// The schedule parses but can never fire (e.g. "0 0 30 2 *").
-    #[error("schedule {0:?} never fires")]
+    #[error("schedule {0} never fires")]
     NeverFires(String),
     /// Neither a CronJob nor `--schedule` was given.
     #[error("name a CronJob, or pass --schedule EXPR")]
@@ -82,6 +92,15 @@ pub enum NextError {
     /// Writing the output failed.
     #[error("writing output: {0}")]
     Io(#[from] std::io::Error),
+}
+
+/// Parse the expressions of a schedule: one is reported as `spec.schedule` is, several name the
+/// one at fault.
+pub fn parse_schedule(exprs: &[String], key: &str) -> Result<Schedule, NextError> {
+    match exprs {
+        [one] => Ok(Schedule::parse(one, key)?),
+        several => Schedule::parse_each(several, key).map_err(NextError::Schedules),
+    }
 }
 
 impl From<NextError> for CliError {
@@ -97,13 +116,13 @@ impl From<NextError> for CliError {
 /// Run `kubectl kronjob next --schedule EXPR`, writing to `out`; `now` is used when `--from` is
 /// absent.
 pub fn run(args: &NextArgs, now: Timestamp, out: &mut dyn Write) -> Result<(), NextError> {
-    let Some(expr) = args.schedule.as_deref() else {
+    if args.schedule.is_empty() {
         return Err(NextError::NothingToDo);
-    };
+    }
     let key = args.name.as_deref().unwrap_or("");
-    let schedule = Schedule::parse(expr, key)?;
+    let schedule = parse_schedule(&args.schedule, key)?;
     if schedule.uses_hash() && args.name.is_none() {
-        return Err(NextError::MissingName(expr.to_string()));
+        return Err(NextError::MissingName(schedule.describe()));
     }
     let tz = time_zone(args.time_zone.as_deref())?;
     let from = start(args, now)?;
@@ -130,7 +149,8 @@ pub async fn run_cronjob(
         .get(name)
         .await?;
     let zone_name = cj.spec.time_zone.as_deref();
-    let schedule = Schedule::parse(&cj.spec.schedule, &hash_key(&cj)).map_err(NextError::from)?;
+    let exprs = cj.spec.schedule_exprs().map_err(NextError::from)?;
+    let schedule = parse_schedule(exprs, &hash_key(&cj))?;
     let tz = time_zone(zone_name).map_err(NextError::from)?;
     let times = cronjob_times(&cj, &schedule, &tz, from, args.count)?;
     if cj.spec.is_suspended() {
@@ -163,7 +183,7 @@ pub fn next_times(
     count: usize,
 ) -> Result<Vec<Timestamp>, NextError> {
     if count > 0 && !schedule.ever_fires() {
-        return Err(NextError::NeverFires(schedule.as_str().to_string()));
+        return Err(NextError::NeverFires(schedule.describe()));
     }
     let mut times = Vec::with_capacity(count);
     let mut t = from;
@@ -210,7 +230,7 @@ pub fn cronjob_times(
     };
     let first = match slots(&query) {
         Ok(slots) => slots.next,
-        Err(_) => return Err(NextError::NeverFires(schedule.as_str().to_string())),
+        Err(_) => return Err(NextError::NeverFires(schedule.describe())),
     };
     let Some(first) = first.filter(|_| count > 0) else {
         return Ok(Vec::new());

@@ -69,6 +69,11 @@ pub struct RunArgs {
     /// Address of GET /metrics.
     #[arg(long, default_value = ":8080", value_parser = parse_listen_addr)]
     pub metrics_addr: SocketAddr,
+    /// Serve /metrics over HTTPS (the webhook's certificate, else one generated in memory) to
+    /// requests whose bearer token may `get` the non-resource URL /metrics (TokenReview and
+    /// SubjectAccessReview). `--metrics-secure=false` serves plain HTTP to anyone (local runs).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set, num_args = 0..=1, default_missing_value = "true")]
+    pub metrics_secure: bool,
     /// Address of the /healthz and /readyz probes.
     #[arg(long, default_value = ":8081", value_parser = parse_listen_addr)]
     pub health_addr: SocketAddr,

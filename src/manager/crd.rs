@@ -94,6 +94,8 @@ mod tests {
         ready.insert(crd(Some("True")));
         let result = ensure_crd_within(ready.client(), false, limit).await;
         assert!(result.is_ok(), "{result:?}");
+        // What every install path's manager does at start (the RBAC check reads the log).
+        crate::testing::sim::record_calls(&ready);
     }
 
     #[tokio::test]

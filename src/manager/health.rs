@@ -1,5 +1,7 @@
 //! What the probes report, and the HTTP routes that report it: `/healthz` (alive), `/readyz`
-//! (ready) and `/metrics`.
+//! (ready) and `/metrics`. The probes are plain HTTP and answer `ok`, `ready`/`not ready`, or
+//! `failed:` with the name of the task that ended and how (never an error's detail, which is
+//! in the log).
 //!
 //! - Alive: no supervised task (a server, a controller or one of its workers, leader
 //!   election, the certificate refresher) has ended, failed, panicked or been aborted.
@@ -67,7 +69,8 @@ impl Health {
         self.caches_synced.store(synced, Ordering::Relaxed);
     }
 
-    /// A critical task failed: `/healthz` reports it from now on.
+    /// A critical task failed: `/healthz` reports `why` from now on (the task's name and how it
+    /// ended: the probe port is plain HTTP, so no error's detail).
     pub fn set_failed(&self, why: String) {
         let mut failed = self.failed.lock().unwrap_or_else(|e| e.into_inner());
         failed.get_or_insert(why);
@@ -251,10 +254,10 @@ mod tests {
         );
         health.set_webhook_serving(true);
         assert_eq!(get(router.clone(), "/readyz").await.0, StatusCode::OK);
-        health.set_failed("controllers: stopped".into());
+        health.set_failed("the controllers failed".into());
         let (status, _, body) = get(router.clone(), "/healthz").await;
         assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
-        assert_eq!(body, "failed: controllers: stopped");
+        assert_eq!(body, "failed: the controllers failed");
         assert_eq!(
             get(router.clone(), "/readyz").await.0,
             StatusCode::SERVICE_UNAVAILABLE

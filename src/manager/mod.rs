@@ -32,6 +32,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
+use axum_server::tls_rustls::RustlsConfig;
 use kube::{Api, Client};
 use prometheus_client::registry::Registry;
 use tokio::sync::oneshot;
@@ -47,6 +48,7 @@ use crate::controller::Shared;
 use crate::controller::cronjob::{self, ReconcilerMetrics};
 use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
 use crate::controller::ttl::{self, TtlMetrics};
+use crate::https::HttpsMetrics;
 use crate::metrics::Metrics;
 use crate::task::{Exit, TaskError, TaskSet, Tasks};
 use crate::webhook::{self, WebhookMetrics};
@@ -121,7 +123,18 @@ pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
     let client = crate::client::client().await?;
     ensure_crd(client.clone(), args.install_crd).await?;
-    run_with(args, client, signal::shutdown_on_signal()).await
+    // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
+    // connection to the API server), so hostile traffic to those ports never queues ahead of
+    // the controllers' requests.
+    let side = crate::client::client().await?;
+    run_with_clients(
+        args,
+        client,
+        side,
+        signal::shutdown_on_signal(),
+        Tasks::default(),
+    )
+    .await
 }
 
 /// Run the manager with a given client until `shutdown` is cancelled.
@@ -140,7 +153,20 @@ pub async fn run_listed(
     shutdown: CancellationToken,
     tasks: Tasks,
 ) -> Result<(), ManagerError> {
-    let mut manager = Manager::new(&args, client, shutdown, tasks);
+    let side = client.clone();
+    run_with_clients(args, client, side, shutdown, tasks).await
+}
+
+/// [`run_listed`], with `side` for the webhook's dry runs and the metrics' token and access
+/// reviews.
+pub async fn run_with_clients(
+    args: RunArgs,
+    client: Client,
+    side: Client,
+    shutdown: CancellationToken,
+    tasks: Tasks,
+) -> Result<(), ManagerError> {
+    let mut manager = Manager::new(&args, client, side, shutdown, tasks);
     manager.serve_probes_and_metrics(&args)?;
     manager.serve_webhook(&args);
     manager.run_controllers(&args);
@@ -153,6 +179,7 @@ struct Registered {
     shard: ShardMetrics,
     ttl: TtlMetrics,
     webhook: WebhookMetrics,
+    https: HttpsMetrics,
     exposition: Metrics,
 }
 
@@ -165,6 +192,7 @@ impl Registered {
             shard: ShardMetrics::new(&mut registry),
             ttl: TtlMetrics::new(&mut registry),
             webhook: WebhookMetrics::new(&mut registry),
+            https: HttpsMetrics::new(&mut registry),
             exposition: Metrics::new(registry),
         }
     }
@@ -173,6 +201,10 @@ impl Registered {
 /// The process: its shared state and its tasks.
 struct Manager {
     client: Client,
+    /// The client of the webhook's dry runs and the metrics' reviews.
+    side: Client,
+    /// The webhook's certificate once loaded (the secure metrics server serves it too).
+    certificate: tokio::sync::watch::Sender<Option<RustlsConfig>>,
     clock: Arc<dyn Clock>,
     /// The process is stopping.
     shutdown: CancellationToken,
@@ -188,12 +220,20 @@ struct Manager {
 }
 
 impl Manager {
-    fn new(args: &RunArgs, client: Client, shutdown: CancellationToken, directory: Tasks) -> Self {
+    fn new(
+        args: &RunArgs,
+        client: Client,
+        side: Client,
+        shutdown: CancellationToken,
+        directory: Tasks,
+    ) -> Self {
         let webhook_enabled = args.webhook_enabled();
         let health = Health::new(webhook_enabled);
         let metrics = Registered::new(&health);
         Self {
             client,
+            side,
+            certificate: tokio::sync::watch::Sender::new(None),
             clock: Arc::new(SystemClock),
             servers_stop: CancellationToken::new(),
             shutdown_delay: if webhook_enabled {
@@ -209,20 +249,38 @@ impl Manager {
         }
     }
 
-    /// Bind the probe and metrics listeners (a taken port fails the start) and serve them.
+    /// Bind the probe and metrics listeners (a taken port fails the start) and serve them:
+    /// the probes over plain HTTP, the metrics over HTTPS to authorized readers (or plain
+    /// HTTP with `--metrics-secure=false`).
     fn serve_probes_and_metrics(&mut self, args: &RunArgs) -> Result<(), ManagerError> {
         let health = crate::net::bind(args.health_addr)?;
         let metrics = crate::net::bind(args.metrics_addr)?;
-        info!(health = %local(&health), metrics = %local(&metrics), "listening");
+        info!(health = %local(&health), metrics = %local(&metrics), secure = args.metrics_secure, "listening");
         let router = health_router(Arc::clone(&self.health));
         self.tasks.spawn(
             tasks::HEALTH_SERVER,
             serve_http("health", health, router, self.servers_stop.clone()),
         );
         let router = metrics_router(self.metrics.exposition.clone());
+        if !args.metrics_secure {
+            self.tasks.spawn(
+                tasks::METRICS_SERVER,
+                serve_http("metrics", metrics, router, self.servers_stop.clone()),
+            );
+            return Ok(());
+        }
+        let authorizer = Arc::new(crate::metrics_auth::Authorizer::new(Arc::new(
+            self.side.clone(),
+        )));
+        let server = SecureMetrics {
+            router: crate::metrics_auth::protect(router, authorizer),
+            certificate: args.webhook_enabled().then(|| self.certificate.subscribe()),
+            limits: crate::https::Limits::standard(args.webhook.enable_http2),
+            connections: self.metrics.https.server("metrics"),
+        };
         self.tasks.spawn(
             tasks::METRICS_SERVER,
-            serve_http("metrics", metrics, router, self.servers_stop.clone()),
+            server.serve(metrics, self.servers_stop.clone()),
         );
         Ok(())
     }
@@ -244,8 +302,11 @@ impl Manager {
         let stopped = Arc::clone(&self.health);
         let env = webhook::Env {
             client: Some(self.client.clone()),
+            dry_run: Some(self.side.clone()),
             clock: Arc::clone(&self.clock),
             tasks: self.directory.clone(),
+            connections: self.metrics.https.server("webhook"),
+            certificate: Some(self.certificate.clone()),
         };
         let server = webhook::serve(
             args.webhook.clone(),
@@ -349,19 +410,50 @@ impl Manager {
                 () = &mut drain => continue,
             };
             let Err(exit) = exit else { continue };
+            // The probe names the task and how it ended; the error's detail is in the log only.
             let error = match exit {
                 Exit::Failed(e) => e,
                 other => ManagerError::Task(other.into_error(name)),
             };
             let why = crate::telemetry::error_chain(&error);
             error!(task = name, error = %why, "critical task failed: stopping");
-            self.health.set_failed(format!("{name}: {why}"));
+            self.health.set_failed(ended(name, &error));
             first_error.get_or_insert(error);
             self.shutdown.cancel();
         }
         info!("stopped");
         first_error.map_or(Ok(()), Err)
     }
+}
+
+/// What `/healthz` says of `error`, the end of the task `name`: the innermost supervised task
+/// that ended and how, in fixed words (the probe port is plain HTTP: the error's detail, which
+/// may name objects, paths or addresses, is in the log only).
+fn ended(name: &'static str, error: &ManagerError) -> String {
+    let mut said = format!("the {name} failed");
+    let mut next: Option<&(dyn std::error::Error + 'static)> = Some(error);
+    while let Some(e) = next {
+        let task = match (
+            e.downcast_ref::<TaskError>(),
+            e.downcast_ref::<ManagerError>(),
+            e.downcast_ref::<webhook::WebhookError>(),
+        ) {
+            (Some(task), _, _)
+            | (_, Some(ManagerError::Task(task)), _)
+            | (_, _, Some(webhook::WebhookError::Task(task))) => Some(task),
+            _ => None,
+        };
+        if let Some(task) = task {
+            said = task.to_string();
+        }
+        // A transparent wrapper's source is its inner error's: step into the task instead.
+        next = match task {
+            Some(TaskError::Failed { source, .. }) => Some(source.as_ref()),
+            Some(_) => None,
+            None => e.source(),
+        };
+    }
+    said
 }
 
 /// At `shutdown`, report not ready at once (admission requests go to other replicas), and stop
@@ -470,6 +562,65 @@ async fn drain_bounded(
     }
 }
 
+/// The secure metrics server: what it serves, with which certificate.
+struct SecureMetrics {
+    router: Router,
+    /// The webhook's certificate, once loaded; `None`: the webhook is not served, and a
+    /// certificate is generated in memory.
+    certificate: Option<tokio::sync::watch::Receiver<Option<RustlsConfig>>>,
+    limits: crate::https::Limits,
+    connections: crate::https::ServerMetrics,
+}
+
+impl SecureMetrics {
+    async fn serve(
+        self,
+        listener: std::net::TcpListener,
+        stop: CancellationToken,
+    ) -> Result<(), ManagerError> {
+        let failed = |source| ManagerError::Serve {
+            name: "metrics",
+            source,
+        };
+        let tls = match self.certificate {
+            Some(mut loaded) => {
+                let config = tokio::select! {
+                    config = loaded.wait_for(Option::is_some) => config.ok().and_then(|c| c.clone()),
+                    () = stop.cancelled() => None,
+                };
+                let Some(config) = config else {
+                    // Stopping before the webhook loaded its certificate (it reports why).
+                    stop.cancelled().await;
+                    return Ok(());
+                };
+                config
+            }
+            None => generated_certificate().map_err(|e| failed(std::io::Error::other(e)))?,
+        };
+        let server = crate::https::Server {
+            app: self.router,
+            tls,
+            limits: self.limits,
+            metrics: self.connections,
+            drain: webhook::server::DRAIN_TIMEOUT,
+        };
+        crate::https::serve(listener, server, |_| {}, stop)
+            .await
+            .map_err(failed)
+    }
+}
+
+/// A certificate for the secure metrics server of a manager without a webhook (a local run):
+/// generated in memory for `localhost`, as controller-runtime does; scrapers skip its
+/// verification or pin it.
+fn generated_certificate() -> Result<RustlsConfig, webhook::certs::CertError> {
+    let names = ["localhost".to_string()];
+    let bundle = webhook::certs::self_signed::issue_bundle(&names, jiff::Timestamp::now())?;
+    let config =
+        webhook::tls::server_config(bundle.cert_pem.as_bytes(), bundle.key_pem.as_bytes())?;
+    Ok(RustlsConfig::from_config(config))
+}
+
 /// Serve `router` on `listener` until `stop`, then finish in-flight requests.
 async fn serve_http(
     name: &'static str,
@@ -508,6 +659,7 @@ mod tests {
             .get_or_create(&cronjob::metrics::ErrorLabels { category: "api" })
             .inc();
         registered.ttl.error(ttl::ObjectKind::Job, "api");
+        drop(registered.https.server("webhook"));
         registered.webhook.observe(
             "/validate",
             crate::webhook::metrics::Outcome::allowed,
@@ -536,6 +688,31 @@ mod tests {
             names.extend(suffixes.iter().map(|s| format!("{name}{s}")));
         }
         names
+    }
+
+    #[test]
+    fn healthz_names_the_innermost_task_and_never_the_error_detail() {
+        let detail = || std::io::Error::other("team-a/nightly at 10.0.0.1:6443");
+        let inner = TaskError::Failed {
+            task: "webhook server",
+            source: Box::new(webhook::WebhookError::Serve(detail())),
+        };
+        let error = ManagerError::Webhook(webhook::WebhookError::Task(inner));
+        assert!(crate::telemetry::error_chain(&error).contains("team-a/nightly"));
+        assert_eq!(ended("webhook", &error), "the webhook server failed");
+        let aborted = ManagerError::Task(TaskError::Aborted("CronJob controller"));
+        assert_eq!(
+            ended("controllers", &aborted),
+            "the CronJob controller was aborted"
+        );
+        let served = ManagerError::Serve {
+            name: "metrics",
+            source: detail(),
+        };
+        assert_eq!(
+            ended("metrics server", &served),
+            "the metrics server failed"
+        );
     }
 
     /// The metric table of the README lists every family, as queried (counters with

@@ -12,8 +12,9 @@
 //! Error messages are robfig's (`end of range (61) above maximum (59): 61`).
 //!
 //! Beyond upstream: `H` (Jenkins-style jitter, see [`Schedule::parse`]), any IANA zone of the
-//! tz database compiled into the binary, and the DST rule described in `README-dst.md`
-//! (included below).
+//! tz database compiled into the binary, the DST rule described in `README-dst.md` (included
+//! below), and several expressions in one schedule ([`Schedule::parse_each`]): their slots
+//! are merged, an instant several of them match is one slot.
 //!
 //! # Why croner, behind an adapter
 //! The calendar arithmetic is done by [`croner`], which reads five-field expressions with
@@ -29,8 +30,11 @@
 //!
 #![doc = include_str!("README-dst.md")]
 
+mod expr;
 mod parse;
 mod slots;
+#[cfg(test)]
+mod tests;
 #[cfg(test)]
 mod upstream_tests;
 mod wall;
@@ -38,45 +42,74 @@ mod zone;
 
 use std::fmt;
 
-use croner::Cron;
-use croner::parser::{CronParser, Seconds, Year};
-use jiff::Timestamp;
 use jiff::tz::TimeZone;
+use jiff::{SignedDuration, Timestamp};
 
+use expr::Expr;
 pub(crate) use parse::parse_go_duration;
 pub use parse::{Field, ParseError};
-use parse::{FieldSet, get_field};
 pub use slots::{SlotError, SlotQuery, Slots, slots};
 pub use zone::{ZoneError, scheduled_at, time_zone};
 
-/// A parsed schedule: a cron expression (with any `H` already resolved) or `@every`.
+/// Most expressions in one schedule (`spec.schedules`).
+pub const MAX_EXPRESSIONS: usize = 16;
+
+/// A parsed schedule: one expression (`spec.schedule`) or several (`spec.schedules`), each a
+/// cron expression (with any `H` already resolved) or `@every`.
+///
+/// With several expressions the slots are the union of theirs: the next slot is the earliest
+/// of their next slots, the last slot the latest of their last ones, and an instant several of
+/// them match is one slot (one Job). Each expression keeps its own DST rule (fixed-time or
+/// interval). `@every` runs relative to the last run, which another expression would move, so
+/// it stands alone ([`ListError::EveryCombined`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Schedule {
+    /// The expression as written (one), or the list as `["a", "b"]` (several).
     source: String,
-    uses_hash: bool,
-    kind: Kind,
+    /// Never empty.
+    exprs: Vec<Expr>,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Kind {
-    Cron(Box<CronSpec>),
-    /// `@every`: whole seconds, at least 1.
-    Every(i64),
+/// Why a list of expressions is not a schedule.
+#[derive(thiserror::Error, Debug, Clone, PartialEq)]
+pub enum ListError {
+    /// No expression at all.
+    #[error("at least one schedule is required")]
+    Empty,
+    /// `@every` beside other expressions.
+    #[error(
+        "{expr:?} cannot be combined with other schedules: @every runs relative to the last run, which the others move"
+    )]
+    EveryCombined {
+        /// Position of the `@every` expression.
+        index: usize,
+        /// The expression.
+        expr: String,
+    },
+    /// One expression does not parse.
+    #[error("{expr:?}: {error}")]
+    Expr {
+        /// Its position.
+        index: usize,
+        /// The expression.
+        expr: String,
+        /// Why.
+        error: ParseError,
+    },
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct CronSpec {
-    fields: [FieldSet; 5],
-    /// False when no calendar day can ever match (e.g. `0 0 30 2 *`).
-    fires: bool,
-    /// Minute and hour written with single values, ranges and lists only (no `*`, `?`, step
-    /// or `H`): the schedule names wall-clock times and follows the fixed-time DST rule.
-    fixed_time: bool,
-    engine: Cron,
+impl ListError {
+    /// The position of the expression the error is about, if it is about one.
+    pub fn index(&self) -> Option<usize> {
+        match self {
+            ListError::Empty => None,
+            ListError::EveryCombined { index, .. } | ListError::Expr { index, .. } => Some(*index),
+        }
+    }
 }
 
 impl Schedule {
-    /// Parse a Kubernetes schedule. `hash_key` is `"namespace/name"` and feeds `H`.
+    /// Parse one Kubernetes schedule expression. `hash_key` is `"namespace/name"` and feeds `H`.
     ///
     /// `H` may replace any list element: `H` is one value picked by a stable hash of
     /// `hash_key` (FNV-1a 64 over the key, the field name and the element's position, so
@@ -84,86 +117,48 @@ impl Schedule {
     /// `n` starting at a hashed offset in `[0, n)`; `H(a-b)/n` combines both. In day of month
     /// a bare `H` picks from 1-28 so it exists in every month. `H` does not carry the star bit.
     pub fn parse(expr: &str, hash_key: &str) -> Result<Schedule, ParseError> {
-        if expr.is_empty() {
-            return Err(ParseError::Empty);
-        }
-        if expr.starts_with("TZ=") || expr.starts_with("CRON_TZ=") {
-            return Err(ParseError::TimeZonePrefix(expr.to_string()));
-        }
-        if expr.starts_with('@') {
-            let standard = match expr {
-                "@yearly" | "@annually" => "0 0 1 1 *",
-                "@monthly" => "0 0 1 * *",
-                "@weekly" => "0 0 * * 0",
-                "@daily" | "@midnight" => "0 0 * * *",
-                "@hourly" => "0 * * * *",
-                _ => {
-                    if let Some(d) = expr.strip_prefix("@every ") {
-                        let nanos =
-                            parse_go_duration(d).map_err(|reason| ParseError::Duration {
-                                spec: expr.to_string(),
-                                reason,
-                            })?;
-                        // robfig `Every`: below one second becomes one second, then the
-                        // sub-second part is dropped.
-                        let secs = (nanos / 1_000_000_000).max(1);
-                        let secs = i64::try_from(secs).unwrap_or(i64::MAX);
-                        return Ok(Schedule {
-                            source: expr.to_string(),
-                            uses_hash: false,
-                            kind: Kind::Every(secs),
-                        });
-                    }
-                    return Err(ParseError::UnrecognizedDescriptor(expr.to_string()));
-                }
-            };
-            let mut s = Self::parse_fields(standard, "")?;
-            s.source = expr.to_string();
-            return Ok(s);
-        }
-        Self::parse_fields(expr, hash_key)
-    }
-
-    fn parse_fields(expr: &str, hash_key: &str) -> Result<Schedule, ParseError> {
-        let texts: Vec<&str> = expr.split_whitespace().collect();
-        if texts.len() != 5 {
-            return Err(ParseError::FieldCount {
-                found: texts.len(),
-                fields: texts.iter().map(|s| s.to_string()).collect(),
-            });
-        }
-        let mut fields = [FieldSet {
-            bits: 0,
-            star: false,
-            plain: false,
-        }; 5];
-        let mut uses_hash = false;
-        for (i, field) in Field::ALL.iter().enumerate() {
-            let (set, h) = get_field(*field, texts[i], hash_key)?;
-            fields[i] = set;
-            uses_hash |= h;
-        }
-        let [_, _, dom, month, dow] = fields;
-        let and_mode = dom.star || dow.star;
-        let fires = if and_mode && !dom.star && dow.star {
-            // Only the day of month decides: it must exist in one of the months.
-            month
-                .values()
-                .any(|m| dom.values().any(|d| d <= max_days_in_month(m)))
-        } else {
-            true
-        };
-        let fixed_time = fields[0].plain && fields[1].plain;
-        let engine = build_engine(&fields, fixed_time)?;
         Ok(Schedule {
             source: expr.to_string(),
-            uses_hash,
-            kind: Kind::Cron(Box::new(CronSpec {
-                fields,
-                fires,
-                fixed_time,
-                engine,
-            })),
+            exprs: vec![Expr::parse(expr, hash_key)?],
+        })
+    }
+
+    /// Parse several expressions as one schedule (one expression is [`Schedule::parse`]).
+    /// Every expression hashes `H` with the same key, so `H` in the same field and position
+    /// picks the same value in each: `["H 9 * * *", "H 17 * * *"]` runs at one minute past 9
+    /// and past 17. `@every` must stand alone.
+    pub fn parse_each<S: AsRef<str>>(exprs: &[S], hash_key: &str) -> Result<Schedule, ListError> {
+        if let [one] = exprs {
+            let one = one.as_ref();
+            return Schedule::parse(one, hash_key).map_err(|error| ListError::Expr {
+                index: 0,
+                expr: one.to_string(),
+                error,
+            });
+        }
+        if exprs.is_empty() {
+            return Err(ListError::Empty);
+        }
+        let mut parsed = Vec::with_capacity(exprs.len());
+        for (index, text) in exprs.iter().enumerate() {
+            let text = text.as_ref();
+            let expr = Expr::parse(text, hash_key).map_err(|error| ListError::Expr {
+                index,
+                expr: text.to_string(),
+                error,
+            })?;
+            if expr.every_seconds().is_some() {
+                return Err(ListError::EveryCombined {
+                    index,
+                    expr: text.to_string(),
+                });
+            }
+            parsed.push(expr);
+        }
+        let texts: Vec<&str> = exprs.iter().map(AsRef::as_ref).collect();
+        Ok(Schedule {
+            source: format!("{texts:?}"),
+            exprs: parsed,
         })
     }
 
@@ -172,111 +167,85 @@ impl Schedule {
     /// For `@every d` this is `after` rounded down to the whole second plus `d` (robfig's
     /// `ConstantDelaySchedule`).
     pub fn next_after(&self, after: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
-        match &self.kind {
-            Kind::Every(d) => floor_second(after)
-                .checked_add(jiff::SignedDuration::from_secs(*d))
-                .ok(),
-            Kind::Cron(spec) => {
-                if !spec.fires {
-                    return None;
-                }
-                if spec.fixed_time {
-                    return wall::next_after(&spec.engine, after, tz);
-                }
-                let origin = after.to_zoned(tz.clone());
-                spec.engine
-                    .find_next_occurrence(&origin, false)
-                    .ok()
-                    .map(|z| z.timestamp())
-                    .filter(|t| *t > after)
-            }
-        }
+        self.exprs
+            .iter()
+            .filter_map(|e| e.next_after(after, tz))
+            .min()
     }
 
     /// Most recent slot at or before `at` (cron schedules only; `None` for `@every`, whose
-    /// slots depend on an anchor, and for schedules that never fire).
+    /// slots depend on an anchor, and for schedules that never fire). Each expression is
+    /// searched backwards on its own, then the latest wins.
     pub fn prev_at_or_before(&self, at: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
-        let Kind::Cron(spec) = &self.kind else {
-            return None;
-        };
-        if !spec.fires {
-            return None;
-        }
-        let found = if spec.fixed_time {
-            wall::prev_at_or_before(&spec.engine, at, tz)?
-        } else {
-            let origin = floor_second(at).to_zoned(tz.clone());
-            spec.engine
-                .find_previous_occurrence(&origin, true)
-                .ok()?
-                .timestamp()
-        };
-        // Cross-check against the forward search, which defines the slots: the slot found
-        // must be what `next_after` yields just before it.
-        let before = found.checked_sub(jiff::SignedDuration::from_secs(1)).ok()?;
-        if self.next_after(before, tz) == Some(found) {
-            return Some(found);
-        }
-        // Disagreement (only conceivable around DST transitions): walk forward from a
-        // day before, which is at most a few hundred steps for any real schedule.
-        let mut t = self.next_after(
-            found
-                .checked_sub(jiff::SignedDuration::from_hours(26))
-                .ok()?,
-            tz,
-        )?;
-        let mut best = None;
-        while t <= at {
-            best = Some(t);
-            t = self.next_after(t, tz)?;
-        }
-        best
+        self.exprs
+            .iter()
+            .filter_map(|e| e.prev_at_or_before(at, tz))
+            .max()
     }
 
-    /// The expression as written.
+    /// The period at the slot `next`: the gap from it to the slot after it. With several
+    /// expressions, the shortest of their own gaps at their first slot at or after `next`, so
+    /// an expression running every minute makes the period a minute whatever the others do.
+    pub fn period_at(&self, next: Timestamp, tz: &TimeZone) -> Option<SignedDuration> {
+        if let [one] = self.exprs.as_slice() {
+            return Some(one.next_after(next, tz)?.duration_since(next));
+        }
+        let before = next.checked_sub(SignedDuration::from_secs(1)).ok()?;
+        self.exprs
+            .iter()
+            .filter_map(|e| {
+                let first = e.next_after(before, tz)?;
+                Some(e.next_after(first, tz)?.duration_since(first))
+            })
+            .min()
+    }
+
+    /// The expression as written (one), or the list as `["a", "b"]` (several).
     pub fn as_str(&self) -> &str {
         &self.source
     }
 
-    /// Whether the expression uses `H` (its times then depend on the hash key).
-    pub fn uses_hash(&self) -> bool {
-        self.uses_hash
+    /// The schedule for messages: the expression quoted (`"0 0 30 2 *"`), or the list
+    /// (`["0 0 30 2 *", "0 0 31 4 *"]`).
+    pub fn describe(&self) -> String {
+        match self.exprs.as_slice() {
+            [_] => format!("{:?}", self.source),
+            _ => self.source.clone(),
+        }
     }
 
-    /// The `@every` interval in whole seconds, or `None` for a cron expression.
+    /// How many expressions the schedule has.
+    pub fn len(&self) -> usize {
+        self.exprs.len()
+    }
+
+    /// Never: a schedule has at least one expression.
+    pub fn is_empty(&self) -> bool {
+        self.exprs.is_empty()
+    }
+
+    /// Whether any expression uses `H` (its times then depend on the hash key).
+    pub fn uses_hash(&self) -> bool {
+        self.exprs.iter().any(Expr::uses_hash)
+    }
+
+    /// The `@every` interval in whole seconds when the schedule is one `@every`, else `None`.
     pub fn every_seconds(&self) -> Option<i64> {
-        match self.kind {
-            Kind::Every(d) => Some(d),
-            Kind::Cron(_) => None,
+        match self.exprs.as_slice() {
+            [one] => one.every_seconds(),
+            _ => None,
         }
     }
 
     /// Whether the schedule can ever fire (`0 0 30 2 *` cannot).
     pub fn ever_fires(&self) -> bool {
-        match &self.kind {
-            Kind::Every(_) => true,
-            Kind::Cron(spec) => spec.fires,
-        }
+        self.exprs.iter().any(Expr::ever_fires)
     }
 
-    /// Whether a civil date and time (in the schedule's zone) matches the cron fields,
+    /// Whether a civil date and time (in the schedule's zone) matches any cron expression,
     /// using robfig's day rule. Always `false` for `@every`.
     pub fn matches_civil(&self, dt: jiff::civil::DateTime) -> bool {
-        let Kind::Cron(spec) = &self.kind else {
-            return false;
-        };
-        let [min, hour, dom, month, dow] = &spec.fields;
-        // jiff keeps these in range, so the casts are lossless.
-        let day_ok = {
-            let d = dom.contains(dt.day() as u32);
-            let w = dow.contains(u32::from(dt.weekday().to_sunday_zero_offset() as u8));
-            if dom.star || dow.star { d && w } else { d || w }
-        };
-        dt.second() == 0
-            && min.contains(dt.minute() as u32)
-            && hour.contains(dt.hour() as u32)
-            && month.contains(dt.month() as u32)
-            && day_ok
+        self.exprs.iter().any(|e| e.matches_civil(dt))
     }
 }
 
@@ -294,14 +263,6 @@ impl std::str::FromStr for Schedule {
     }
 }
 
-fn max_days_in_month(m: u32) -> u32 {
-    match m {
-        2 => 29,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
 /// Round down to the whole second (towards the past, also before 1970).
 pub(crate) fn floor_second(t: Timestamp) -> Timestamp {
     let mut secs = t.as_second();
@@ -309,46 +270,4 @@ pub(crate) fn floor_second(t: Timestamp) -> Timestamp {
         secs -= 1;
     }
     Timestamp::from_second(secs).unwrap_or(t)
-}
-
-fn list(set: &FieldSet) -> String {
-    set.values()
-        .map(|v| v.to_string())
-        .collect::<Vec<_>>()
-        .join(",")
-}
-
-/// Build croner's pattern from explicit lists. Day of month / day of week: croner ignores a
-/// field written `*` and ORs two restricted ones, so writing `*` exactly where robfig's star
-/// bit is set reproduces robfig's rule (a star-bit field selects every value anyway).
-///
-/// Croner runs a pattern with one minute and one hour as a fixed-time job in its zoned
-/// search. An interval schedule can select one minute and one hour too (`H H * * *`,
-/// `30 2/24 * * *`); its minute is then written `m-m/2`, the same single value with a step,
-/// which croner runs as an interval job.
-fn build_engine(fields: &[FieldSet; 5], fixed_time: bool) -> Result<Cron, ParseError> {
-    let [min, hour, dom, month, dow] = fields;
-    let dom_text = if dom.star { "*".to_string() } else { list(dom) };
-    let dow_text = if dow.star { "*".to_string() } else { list(dow) };
-    let single = |f: &FieldSet| f.bits.count_ones() == 1;
-    let min_text = if !fixed_time && single(min) && single(hour) {
-        format!("{0}-{0}/2", list(min))
-    } else {
-        list(min)
-    };
-    let pattern = format!(
-        "{} {} {} {} {}",
-        min_text,
-        list(hour),
-        dom_text,
-        list(month),
-        dow_text
-    );
-    CronParser::builder()
-        .seconds(Seconds::Disallowed)
-        .year(Year::Disallowed)
-        .dom_and_dow(false)
-        .build()
-        .parse(&pattern)
-        .map_err(|e| ParseError::Engine(format!("{pattern}: {e}")))
 }

@@ -44,7 +44,7 @@ pub struct Slots {
 #[derive(thiserror::Error, Debug, Clone, PartialEq)]
 pub enum SlotError {
     /// The schedule can never fire, e.g. `0 0 30 2 *` (upstream: `InvalidSchedule`).
-    #[error("schedule {0:?} never fires")]
+    #[error("schedule {0} never fires")]
     NeverFires(String),
     /// `startingDeadlineSeconds` is negative.
     #[error("startingDeadlineSeconds must be >= 0, got {0}")]
@@ -71,7 +71,7 @@ pub fn slots(q: &SlotQuery) -> Result<Slots, SlotError> {
         return Err(SlotError::NegativeDeadline(d));
     }
     if !q.schedule.ever_fires() {
-        return Err(SlotError::NeverFires(q.schedule.as_str().to_string()));
+        return Err(SlotError::NeverFires(q.schedule.describe()));
     }
     let anchor = q.last_schedule_time.unwrap_or(q.creation_timestamp);
     let window_start = match q.starting_deadline_seconds {
@@ -91,7 +91,7 @@ pub fn slots(q: &SlotQuery) -> Result<Slots, SlotError> {
 }
 
 fn cron_slots(q: &SlotQuery, window_start: Timestamp) -> Result<Slots, SlotError> {
-    let never = || SlotError::NeverFires(q.schedule.as_str().to_string());
+    let never = || SlotError::NeverFires(q.schedule.describe());
     // `window_start` is at least the anchor, and at most `now` unless the anchor is ahead.
     let next = q.schedule.next_after(q.now.max(window_start), q.tz);
     if next.is_none() {

@@ -35,6 +35,16 @@ struct DryRunLabels {
     result: &'static str,
 }
 
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ReasonLabels {
+    reason: &'static str,
+}
+
+/// Every `reason` of `kronjob_webhook_rejected_requests_total`.
+pub const REJECTED_REASONS: [&str; 4] = ["malformed", "too_large", "slow", "busy"];
+/// Every `reason` of `kronjob_webhook_dry_runs_skipped_total`.
+pub const SKIPPED_REASONS: [&str; 3] = ["cached", "rate_limited", "busy"];
+
 /// Upper bounds of the latency buckets, in seconds: 50 µs to 1 s.
 const BUCKETS: [f64; 14] = [
     0.000_05, 0.000_1, 0.000_25, 0.000_5, 0.001, 0.002_5, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5,
@@ -51,6 +61,8 @@ pub struct WebhookMetrics {
     duration: Family<RequestLabels, Histogram, fn() -> Histogram>,
     panics: Counter,
     dry_runs: Family<DryRunLabels, Counter>,
+    skipped: Family<ReasonLabels, Counter>,
+    rejected: Family<ReasonLabels, Counter>,
 }
 
 impl WebhookMetrics {
@@ -82,11 +94,46 @@ impl WebhookMetrics {
             "Dry-run creates of a batch/v1 CronJob carrying a new or changed Job template, by result (valid, invalid, timeout, error)",
             dry_runs.clone(),
         );
+        let skipped = Family::<ReasonLabels, Counter>::default();
+        for reason in SKIPPED_REASONS {
+            drop(skipped.get_or_create(&ReasonLabels { reason }));
+        }
+        registry.register(
+            "kronjob_webhook_dry_runs_skipped",
+            "Job templates the webhook did not dry-run: cached (already checked), rate_limited or busy",
+            skipped.clone(),
+        );
+        let rejected = Family::<ReasonLabels, Counter>::default();
+        for reason in REJECTED_REASONS {
+            drop(rejected.get_or_create(&ReasonLabels { reason }));
+        }
+        registry.register(
+            "kronjob_webhook_rejected_requests",
+            "Requests refused before admission: malformed (400), too_large (413), slow (408), busy (429)",
+            rejected.clone(),
+        );
         WebhookMetrics {
             duration,
             panics,
             dry_runs,
+            skipped,
+            rejected,
         }
+    }
+
+    /// Count a Job template not dry-run, and why (one of [`SKIPPED_REASONS`]).
+    pub fn dry_run_skipped(&self, reason: &'static str) {
+        self.skipped.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Count a request refused before admission (one of [`REJECTED_REASONS`]).
+    pub fn rejected(&self, reason: &'static str) {
+        self.rejected.get_or_create(&ReasonLabels { reason }).inc();
+    }
+
+    /// Requests refused so far for `reason`.
+    pub fn rejected_count(&self, reason: &'static str) -> u64 {
+        self.rejected.get_or_create(&ReasonLabels { reason }).get()
     }
 
     /// Record one answered request.

@@ -7,13 +7,18 @@
 //! into a rustls configuration with [`tls`]), and hands both to [`server`].
 //!
 //! - [`admission`]: from request bytes to an `AdmissionReview` answer (pure);
-//! - [`server`]: the axum routes, hardening layers and the TLS server loop;
+//! - [`server`]: the axum routes, hardening layers and the handlers, served by
+//!   [`crate::https`] (connection cap, timeouts, HTTP/1.1 only by default);
+//! - [`budget`]: the memory budget of request bodies in flight;
+//! - [`dry_run`]: the Job template dry runs' cache, rate limit and concurrency;
 //! - [`certs`]: where the certificate comes from (a directory, or self-provisioned);
 //! - [`tls`]: PEM to a rustls configuration (pure);
 //! - [`metrics`]: Prometheus metrics.
 
 pub mod admission;
+pub mod budget;
 pub mod certs;
+pub mod dry_run;
 pub mod metrics;
 pub mod server;
 pub mod tls;
@@ -23,13 +28,16 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+use axum_server::tls_rustls::RustlsConfig;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 pub use metrics::WebhookMetrics;
 
 use crate::clock::Clock;
+use crate::https::ServerMetrics;
 use crate::task::Tasks;
-pub use server::{router, router_with_dry_run};
+pub use server::{router, router_with_dry_run, router_with_dry_run_budget};
 
 /// Default certificate directory (the kubebuilder convention).
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -69,6 +77,17 @@ pub struct WebhookArgs {
     /// The ValidatingWebhookConfiguration whose caBundle `--webhook-self-signed` keeps current.
     #[arg(long = "webhook-validating-configuration", default_value = certs::VALIDATING_CONFIG)]
     pub webhook_validating_configuration: String,
+    /// Most connections open to the webhook; further ones wait until one closes.
+    #[arg(long = "webhook-max-connections", default_value_t = crate::https::MAX_CONNECTIONS, value_parser = clap::value_parser!(usize))]
+    pub webhook_max_connections: usize,
+    /// Most dry runs of Job templates the webhook sends the API server in any minute (0: none;
+    /// templates are then checked by the reconciler only).
+    #[arg(long = "webhook-dry-runs-per-minute", default_value_t = dry_run::DRY_RUNS_PER_MINUTE)]
+    pub webhook_dry_runs_per_minute: u32,
+    /// Serve HTTP/2 besides HTTP/1.1 on the webhook and secure metrics servers (off: HTTP/2's
+    /// rapid-reset attack, CVE-2023-44487, cannot reach them).
+    #[arg(long = "enable-http2")]
+    pub enable_http2: bool,
 }
 
 impl WebhookArgs {
@@ -114,27 +133,38 @@ pub enum WebhookError {
     Task(#[from] crate::task::TaskError),
 }
 
-/// What the webhook runs with besides its flags: the client (with it, Job templates are
-/// dry-run, see [`router_with_dry_run`], and `--webhook-self-signed` can provision), the
-/// clock, and where its tasks are listed.
+/// What the webhook runs with besides its flags: the clients (one for `--webhook-self-signed`
+/// to provision with; one for the Job template dry runs, see [`router_with_dry_run`], a client
+/// of its own so they never hold up the controllers' requests), the clock, its connection
+/// metrics, where the loaded certificate is told (the secure metrics server serves the same),
+/// and where its tasks are listed.
 #[derive(Clone)]
 pub struct Env {
-    /// The API client, if any.
+    /// The API client of the self-signed certificates, if any.
     pub client: Option<kube::Client>,
+    /// The API client of the template dry runs; none: the local rules only.
+    pub dry_run: Option<kube::Client>,
     /// The one source of "now".
     pub clock: Arc<dyn Clock>,
     /// Where the server and the certificate's refresher are listed.
     pub tasks: Tasks,
+    /// The server's connection metrics.
+    pub connections: ServerMetrics,
+    /// Told the certificate once it is loaded.
+    pub certificate: Option<watch::Sender<Option<RustlsConfig>>>,
 }
 
 impl Env {
     /// Without an API server: the local rules only, certificates from a directory, the
-    /// system clock, tasks listed nowhere else.
+    /// system clock, metrics and tasks listed nowhere else.
     pub fn local() -> Self {
         Self {
             client: None,
+            dry_run: None,
             clock: Arc::new(crate::clock::SystemClock),
             tasks: Tasks::default(),
+            connections: ServerMetrics::unregistered("webhook"),
+            certificate: None,
         }
     }
 }
@@ -143,9 +173,10 @@ impl std::fmt::Debug for Env {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Env")
             .field("client", &self.client.is_some())
+            .field("dry_run", &self.dry_run.is_some())
             .field("clock", &self.clock)
             .field("tasks", &self.tasks)
-            .finish()
+            .finish_non_exhaustive()
     }
 }
 
@@ -160,10 +191,28 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
     let listener = crate::net::bind(args.webhook_addr)?;
-    let app = match &env.client {
-        Some(client) => router_with_dry_run(metrics, Arc::new(client.clone())),
+    let app = match env.dry_run {
+        Some(client) => {
+            router_with_dry_run_budget(metrics, Arc::new(client), args.webhook_dry_runs_per_minute)
+        }
         None => router(metrics),
     };
     let loaded = args.certificates(env.client)?.load(env.clock).await?;
-    server::run(listener, loaded, app, ready, shutdown, &env.tasks).await
+    if let Some(certificate) = env.certificate {
+        certificate.send_replace(Some(loaded.config.clone()));
+    }
+    let limits = crate::https::Limits {
+        max_connections: args.webhook_max_connections,
+        ..crate::https::Limits::standard(args.enable_http2)
+    };
+    server::run(
+        listener,
+        loaded,
+        app,
+        (limits, env.connections),
+        ready,
+        shutdown,
+        &env.tasks,
+    )
+    .await
 }

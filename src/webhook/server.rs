@@ -22,8 +22,11 @@ use super::WebhookError;
 use super::admission::{
     Answer, BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit, check_template,
 };
+use super::budget::{BodyBudget, MAX_JSON_VALUES, Reservation, json_values};
 use super::certs::Loaded;
+use super::dry_run::{Budgeted, DRY_RUNS_PER_MINUTE};
 use super::metrics::{Outcome, WebhookMetrics};
+use crate::https::{Limits, Server, ServerMetrics};
 use crate::job::{TemplateDryRun, Verdict};
 use crate::task::{TaskSet, Tasks};
 use crate::telemetry::Throttle;
@@ -33,6 +36,9 @@ use crate::telemetry::Throttle;
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
 /// Most requests handled at once; further requests wait for a slot.
 pub const MAX_CONCURRENT_REQUESTS: usize = 256;
+/// Longest time a request body may take to arrive once its headers have (slow clients get
+/// 408).
+pub const BODY_READ_TIMEOUT: Duration = Duration::from_secs(3);
 /// Path of the health endpoint.
 pub const HEALTHZ_PATH: &str = "/healthz";
 /// How long open connections may finish their requests after shutdown is asked for.
@@ -43,6 +49,7 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 struct AppState {
     metrics: WebhookMetrics,
     dry_run: Option<Arc<dyn TemplateDryRun>>,
+    budget: BodyBudget,
     log: Arc<Throttle>,
 }
 
@@ -55,15 +62,27 @@ pub fn router(metrics: WebhookMetrics) -> Router {
 
 /// [`router`], with the Job template of every CronJob the local rules allow (on create, or
 /// when an update changes it) judged by the API server through `dry_run`: what batch/v1 would
-/// refuse is denied.
+/// refuse is denied. The dry runs are deduplicated and limited to [`DRY_RUNS_PER_MINUTE`] (see
+/// [`super::dry_run`]).
 pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn TemplateDryRun>) -> Router {
-    routes(metrics, Some(dry_run))
+    router_with_dry_run_budget(metrics, dry_run, DRY_RUNS_PER_MINUTE)
+}
+
+/// [`router_with_dry_run`] with at most `per_minute` dry runs a minute.
+pub fn router_with_dry_run_budget(
+    metrics: WebhookMetrics,
+    dry_run: Arc<dyn TemplateDryRun>,
+    per_minute: u32,
+) -> Router {
+    let budgeted = Budgeted::new(dry_run, per_minute, metrics.clone());
+    routes(metrics, Some(Arc::new(budgeted)))
 }
 
 fn routes(metrics: WebhookMetrics, dry_run: Option<Arc<dyn TemplateDryRun>>) -> Router {
     let state = AppState {
         metrics: metrics.clone(),
         dry_run,
+        budget: BodyBudget::default(),
         log: Arc::new(Throttle::default()),
     };
     let routes = Router::new()
@@ -105,14 +124,15 @@ pub const SERVER: &str = "webhook server";
 /// The name the certificate's refresher is supervised by.
 pub const REFRESHER: &str = "certificate refresher";
 
-/// Serve `app` over TLS on `listener` until `shutdown`, and keep the certificate fresh
-/// alongside: two tasks ([`SERVER`], [`REFRESHER`], listed in `tasks`); either ending before
-/// `shutdown` stops the other and is the error. `ready` gets the bound address once the
-/// server accepts connections.
+/// Serve `app` over TLS on `listener` until `shutdown` (see [`crate::https`]), and keep the
+/// certificate fresh alongside: two tasks ([`SERVER`], [`REFRESHER`], listed in `tasks`);
+/// either ending before `shutdown` stops the other and is the error. `ready` gets the bound
+/// address once the server accepts connections.
 pub async fn run(
     listener: std::net::TcpListener,
     certs: Loaded,
     app: Router,
+    (limits, connections): (Limits, ServerMetrics),
     ready: impl FnOnce(std::net::SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
     tasks: &Tasks,
@@ -127,43 +147,19 @@ pub async fn run(
         }
         Ok(())
     });
-    let server =
-        axum_server::from_tcp_rustls(listener, certs.config).map_err(WebhookError::Serve)?;
-    set.spawn(SERVER, serve(server, app, ready, shutdown));
+    let server = Server {
+        app,
+        tls: certs.config,
+        limits,
+        metrics: connections,
+        drain: DRAIN_TIMEOUT,
+    };
+    set.spawn(SERVER, async move {
+        crate::https::serve(listener, server, ready, shutdown)
+            .await
+            .map_err(WebhookError::Serve)
+    });
     Ok(set.supervise().await?)
-}
-
-/// Serve until `shutdown`, then let open connections finish (at most [`DRAIN_TIMEOUT`]).
-async fn serve(
-    server: axum_server::Server<std::net::SocketAddr, axum_server::tls_rustls::RustlsAcceptor>,
-    app: Router,
-    ready: impl FnOnce(std::net::SocketAddr) + Send + 'static,
-    shutdown: CancellationToken,
-) -> Result<(), WebhookError> {
-    let handle = axum_server::Handle::new();
-    let announce = {
-        let handle = handle.clone();
-        async move {
-            if let Some(addr) = handle.listening().await {
-                ready(addr);
-            }
-            futures::future::pending::<()>().await;
-        }
-    };
-    let stopper = {
-        let handle = handle.clone();
-        async move {
-            shutdown.cancelled().await;
-            handle.graceful_shutdown(Some(DRAIN_TIMEOUT));
-            futures::future::pending::<()>().await;
-        }
-    };
-    let serving = server.handle(handle).serve(app.into_make_service());
-    tokio::select! {
-        result = serving => result.map_err(WebhookError::Serve),
-        () = announce => Ok(()),
-        () = stopper => Ok(()),
-    }
 }
 
 async fn mutate(State(state): State<AppState>, headers: HeaderMap, body: Body) -> Response {
@@ -176,12 +172,18 @@ async fn validate(State(state): State<AppState>, headers: HeaderMap, body: Body)
 
 async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body: Body) -> Response {
     let start = Instant::now();
-    let (outcome, response) = match read_body(headers, body).await {
-        Err(bad) => bad_request(&bad),
-        Ok(bytes) => match admit(endpoint, &bytes) {
-            Err(bad) => bad_request(&bad),
-            Ok(answer) => respond(judge_template(state, answer).await),
-        },
+    let (outcome, response) = match receive(state, headers, body).await {
+        Err(refused) => reject(state, &refused),
+        Ok((bytes, reservation)) => {
+            let decided = admit(endpoint, &bytes);
+            drop(bytes);
+            let answer = match decided {
+                Err(bad) => reject(state, &Refused::Malformed(bad)),
+                Ok(answer) => respond(judge_template(state, answer).await),
+            };
+            drop(reservation);
+            answer
+        }
     };
     state
         .metrics
@@ -190,19 +192,16 @@ async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body:
 }
 
 /// The API server's verdict on the template of an allowed CronJob, when there is one to ask
-/// for: counted, and logged when there is none.
+/// for (the dry run counts itself, see [`Budgeted`]); logged when there is none.
 async fn judge_template(state: &AppState, answer: Answer) -> Answer {
     let Some(dry_run) = state.dry_run.as_ref() else {
         return answer;
     };
     let (answer, verdict) = check_template(answer, dry_run.as_ref()).await;
-    if let Some(verdict) = verdict {
-        state.metrics.dry_run(verdict.label());
-        if let Verdict::Unknown(why) = &verdict
-            && let Some(skipped) = state.log.allow("dry_run")
-        {
-            tracing::warn!(reason = ?why, skipped, "could not dry-run the Job template; allowing the CronJob");
-        }
+    if let Some(Verdict::Unknown(why)) = &verdict
+        && let Some(skipped) = state.log.allow("dry_run")
+    {
+        tracing::warn!(reason = ?why, skipped, "could not dry-run the Job template; allowing the CronJob");
     }
     answer
 }
@@ -223,28 +222,89 @@ fn respond(answer: Answer) -> (Outcome, Response) {
     }
 }
 
-async fn read_body(headers: &HeaderMap, body: Body) -> Result<axum::body::Bytes, BadRequest> {
+/// Why a request was refused before admission.
+#[derive(Debug)]
+enum Refused {
+    /// Not an admission review (400).
+    Malformed(BadRequest),
+    /// The body is larger than [`MAX_BODY_BYTES`], or holds more than [`MAX_JSON_VALUES`]
+    /// values (413).
+    TooLarge,
+    /// The body did not arrive within [`BODY_READ_TIMEOUT`] (408).
+    Slow,
+    /// The memory budget of bodies in flight stayed spent (429).
+    Busy,
+}
+
+impl Refused {
+    fn status(&self) -> StatusCode {
+        match self {
+            Refused::Malformed(_) => StatusCode::BAD_REQUEST,
+            Refused::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            Refused::Slow => StatusCode::REQUEST_TIMEOUT,
+            Refused::Busy => StatusCode::TOO_MANY_REQUESTS,
+        }
+    }
+
+    /// The `reason` label of `kronjob_webhook_rejected_requests_total`.
+    fn reason(&self) -> &'static str {
+        match self {
+            Refused::Malformed(_) => "malformed",
+            Refused::TooLarge => "too_large",
+            Refused::Slow => "slow",
+            Refused::Busy => "busy",
+        }
+    }
+
+    fn message(&self) -> String {
+        match self {
+            Refused::Malformed(bad) => bad.to_string(),
+            Refused::TooLarge => BadRequest::TooLarge.to_string(),
+            Refused::Slow => format!(
+                "the request body did not arrive within {}s",
+                BODY_READ_TIMEOUT.as_secs()
+            ),
+            Refused::Busy => "too many request bodies in flight; retry".to_string(),
+        }
+    }
+}
+
+/// The body, read within [`BODY_READ_TIMEOUT`] once its share of the memory budget is
+/// reserved (the reservation comes with it).
+async fn receive(
+    state: &AppState,
+    headers: &HeaderMap,
+    body: Body,
+) -> Result<(axum::body::Bytes, Reservation), Refused> {
     let declared = headers
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > MAX_BODY_BYTES as u64) {
-        return Err(BadRequest::TooLarge);
+        return Err(Refused::TooLarge);
     }
-    axum::body::to_bytes(body, MAX_BODY_BYTES)
-        .await
-        .map_err(|e| match std::error::Error::source(&e) {
+    let declared = declared.and_then(|n| usize::try_from(n).ok());
+    let reservation = state.budget.reserve(declared).await.ok_or(Refused::Busy)?;
+    let limit = declared.unwrap_or(MAX_BODY_BYTES);
+    let read = tokio::time::timeout(BODY_READ_TIMEOUT, axum::body::to_bytes(body, limit));
+    match read.await {
+        Err(_) => Err(Refused::Slow),
+        Ok(Ok(bytes)) if json_values(&bytes) > MAX_JSON_VALUES => Err(Refused::TooLarge),
+        Ok(Ok(bytes)) => Ok((bytes, reservation)),
+        Ok(Err(e)) => Err(match std::error::Error::source(&e) {
             // axum reports the limit as a "length limit exceeded" source error.
-            Some(inner) if inner.to_string().contains("length limit") => BadRequest::TooLarge,
-            _ => BadRequest::Read(e.to_string()),
-        })
+            Some(inner) if inner.to_string().contains("length limit") => Refused::TooLarge,
+            _ => Refused::Malformed(BadRequest::Read(e.to_string())),
+        }),
+    }
 }
 
-fn bad_request(bad: &BadRequest) -> (Outcome, Response) {
-    tracing::debug!(reason = %bad, "bad admission request");
+fn reject(state: &AppState, refused: &Refused) -> (Outcome, Response) {
+    tracing::debug!(reason = %refused.message(), "admission request refused");
+    state.metrics.rejected(refused.reason());
     (
         Outcome::bad_request,
-        error_response(StatusCode::BAD_REQUEST, &bad.to_string()),
+        error_response(refused.status(), &refused.message()),
     )
 }
 

@@ -24,8 +24,9 @@ pub enum TlsError {
     Rustls(#[source] rustls::Error),
 }
 
-/// A rustls server configuration (ring provider, TLS 1.2 and 1.3, ALPN h2 and http/1.1)
-/// serving the chain in `cert_pem` with the key in `key_pem`.
+/// A rustls server configuration (ring provider, TLS 1.2 and 1.3) serving the chain in
+/// `cert_pem` with the key in `key_pem`. The ALPN protocols are the server's choice
+/// ([`crate::https`]): `http/1.1` only unless HTTP/2 is enabled.
 pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<ServerConfig>, TlsError> {
     let chain = CertificateDer::pem_slice_iter(cert_pem)
         .collect::<Result<Vec<_>, _>>()
@@ -41,6 +42,6 @@ pub fn server_config(cert_pem: &[u8], key_pem: &[u8]) -> Result<Arc<ServerConfig
         .with_no_client_auth()
         .with_single_cert(chain, key)
         .map_err(TlsError::Rustls)?;
-    config.alpn_protocols = vec![b"h2".to_vec(), b"http/1.1".to_vec()];
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
 }

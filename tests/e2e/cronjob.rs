@@ -39,6 +39,27 @@ pub fn every_minute(name: &str, history: i32) -> Value {
     })
 }
 
+/// A CronJob on `* * * * *` whose Jobs start no Pod (`suspend: true`), keeping every Job.
+pub fn quiet_every_minute(name: &str) -> serde_json::Value {
+    json!({
+        "apiVersion": "batch.kronjob.dev/v1",
+        "kind": "CronJob",
+        "metadata": { "name": name },
+        "spec": {
+            "schedule": "* * * * *",
+            "successfulJobsHistoryLimit": 100,
+            "failedJobsHistoryLimit": 100,
+            "jobTemplate": { "spec": {
+                "suspend": true,
+                "template": { "spec": {
+                    "restartPolicy": "Never",
+                    "containers": [{ "name": "c", "image": "busybox:1.36" }]
+                }}
+            }}
+        }
+    })
+}
+
 /// Create the CronJob `manifest` in the Env's namespace.
 pub async fn create(env: &Env, manifest: Value) -> CronJob {
     let cj: CronJob = serde_json::from_value(manifest).expect("CronJob manifest");
@@ -50,7 +71,8 @@ pub async fn create(env: &Env, manifest: Value) -> CronJob {
 
 /// The README's install commands, as written: `kubectl apply -f crd/` and `-k crd/`, the
 /// samples with `-f` and `-k`; every sample gets `status.nextScheduleTime` from the running
-/// operator, and `kubectl get kcj` prints the README's header with NEXT SCHEDULE a future time.
+/// operator, and `kubectl get kcj` prints the README's header with NEXT SCHEDULE a future time
+/// and the README's SCHEDULE for each sample (one with several schedules).
 pub async fn readme_install_commands_and_kubectl_get_output(ctx: Ctx) {
     let env = Env::new(&ctx).await;
     let mut manager = env.manager(&["--install-crd"]);
@@ -105,8 +127,42 @@ pub async fn readme_install_commands_and_kubectl_get_output(ctx: Ctx) {
         );
     }
     assert!(!table.contains("<invalid>"), "{table}");
+    let readme_rows = schedule_column(&readme);
+    for (name, schedule) in schedule_column(&table) {
+        let shown = readme_rows.iter().find(|(n, _)| *n == name);
+        assert_eq!(
+            shown.map(|(_, s)| s.as_str()),
+            Some(schedule.as_str()),
+            "SCHEDULE of {name}: README vs\n{table}"
+        );
+    }
     drop(manager);
     env.cleanup().await;
+}
+
+/// (NAME, SCHEDULE) of each row of the first `kubectl get kcj` table in `text` (the README's
+/// lines start with `# `): SCHEDULE may hold spaces, so it is cut by the header's columns.
+fn schedule_column(text: &str) -> Vec<(String, String)> {
+    let lines: Vec<&str> = text
+        .lines()
+        .map(|l| l.strip_prefix("# ").unwrap_or(l))
+        .skip_while(|l| !(l.starts_with("NAME ") && l.contains(" SCHEDULE ")))
+        .take_while(|l| !l.trim().is_empty() && !l.starts_with("```"))
+        .collect();
+    let Some((head, rows)) = lines.split_first() else {
+        return Vec::new();
+    };
+    let (from, to) = (
+        head.find("SCHEDULE").expect("SCHEDULE"),
+        head.find("TIMEZONE").expect("TIMEZONE"),
+    );
+    rows.iter()
+        .map(|row| {
+            let name = row.split_whitespace().next().unwrap_or_default();
+            let cell = row.get(from..to).unwrap_or_default().trim();
+            (name.to_string(), cell.to_string())
+        })
+        .collect()
 }
 
 /// The words of the first line in `text` that reads like the header of `kubectl get kcj`.

@@ -12,8 +12,10 @@ use std::time::{Duration, Instant};
 
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Namespace, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kronjob_envtest::{Proc, free_port, random_suffix};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions::is_crd_established};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 
@@ -38,7 +40,7 @@ impl Ctx {
     }
 
     /// A control plane of the case's own, for what would disturb the other cases (killing the
-    /// API server, installing cluster-wide webhooks), with its admin kubeconfig.
+    /// API server, installing cluster-wide webhooks), with the CRD installed and Established.
     pub async fn own_control_plane(
         &self,
         options: kronjob_envtest::Options,
@@ -55,6 +57,13 @@ impl Ctx {
             &kubectl,
             &["--kubeconfig", &kubeconfig, "apply", "-f", "crd/"],
         );
+        let crds: Api<CustomResourceDefinition> =
+            Api::all(plane.client().await.expect("admin client"));
+        let established = await_condition(crds, "cronjobs.batch.kronjob.dev", is_crd_established());
+        tokio::time::timeout(Duration::from_secs(60), established)
+            .await
+            .expect("the CRD established within 60 s")
+            .expect("the CRD's watch");
         plane
     }
 }
@@ -366,6 +375,10 @@ impl Manager {
             "--log-format".into(),
             "text".into(),
         ];
+        // The cases read /metrics over plain HTTP (`metrics_text`), unless they ask for more.
+        if !extra.iter().any(|a| a.starts_with("--metrics-secure")) {
+            args.push("--metrics-secure=false".into());
+        }
         args.extend(extra.iter().map(|s| s.to_string()));
         let mut command = Command::new(env!("CARGO_BIN_EXE_kronjob"));
         command
@@ -417,6 +430,11 @@ impl Manager {
         self.proc
             .terminate(Duration::from_secs(20))
             .and_then(|s| s.code())
+    }
+
+    /// Its process id.
+    pub fn pid(&self) -> u32 {
+        self.proc.pid()
     }
 
     /// Its log so far.

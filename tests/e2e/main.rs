@@ -12,11 +12,14 @@
 
 mod admission;
 mod cronjob;
+mod failure_policy;
 mod harness;
+mod hostile;
 mod install;
 mod leader;
 mod migrate;
 mod missed;
+mod multi_schedule;
 mod observe;
 mod parity;
 mod plugin;
@@ -71,10 +74,13 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         admission::cases(),
         cronjob::cases(),
+        failure_policy::cases(),
+        hostile::cases(),
         install::cases(),
         leader::cases(),
         migrate::cases(),
         missed::cases(),
+        multi_schedule::cases(),
         parity::cases(),
         plugin::cases(),
         policy::cases(),

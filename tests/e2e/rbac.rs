@@ -25,12 +25,13 @@ use crate::harness::{CASE_LABEL, Ctx, Env, Manager, metric_sum, wait_for};
 crate::cases!(
     rbac:
     manager_runs_with_the_charts_rbac,
+    metrics_need_a_token_the_charts_metrics_reader_allows,
 );
 
 /// The objects the chart renders for `release` in the Env's namespace, with the manager's
-/// default Job TTL set.
-fn render(env: &Env, release: &str) -> Vec<Value> {
-    let rendered = env.helm_ok(&[
+/// default Job TTL set and the values `sets` (`key=value`).
+fn render(env: &Env, release: &str, sets: &[&str]) -> Vec<Value> {
+    let mut args = vec![
         "template",
         release,
         "config/helm/kronjob",
@@ -38,7 +39,11 @@ fn render(env: &Env, release: &str) -> Vec<Value> {
         &env.namespace,
         "--set",
         "controller.defaultJobTTL=5s",
-    ]);
+    ];
+    for set in sets {
+        args.extend(["--set", set]);
+    }
+    let rendered = env.helm_ok(&args);
     crate::tools::yaml_documents(&rendered)
 }
 
@@ -78,8 +83,9 @@ fn apply_identity(ctx: &Ctx, env: &Env, objects: &[Value]) {
 }
 
 /// The chart Deployment's manager container: its args (without those the harness sets:
-/// addresses and log format) and the names of the env vars it takes from the Pod.
-fn deployment_args(objects: &[Value]) -> (Vec<String>, Vec<(String, String)>) {
+/// addresses and log format; nor those starting with one of `dropped`) and the names of the
+/// env vars it takes from the Pod.
+fn deployment_args(objects: &[Value], dropped: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
     let deployment = objects
         .iter()
         .find(|o| o["kind"] == "Deployment")
@@ -97,7 +103,12 @@ fn deployment_args(objects: &[Value]) -> (Vec<String>, Vec<(String, String)>) {
         .iter()
         .filter_map(Value::as_str)
         .filter(|a| *a != "run")
-        .filter(|a| !harness_owned.iter().any(|h| a.starts_with(h)))
+        .filter(|a| {
+            !harness_owned
+                .iter()
+                .chain(dropped)
+                .any(|h| a.starts_with(h))
+        })
         .map(str::to_string)
         .collect();
     let field_refs: Vec<(String, String)> = container["env"]
@@ -127,14 +138,17 @@ fn manual(name: &str) -> Value {
     cj
 }
 
-pub async fn manager_runs_with_the_charts_rbac(ctx: Ctx) {
-    let env = Env::new(&ctx).await;
-    let ns = env.namespace.clone();
-    let release = format!("rb-{}", random_suffix());
-    let fullname = format!("{release}-kronjob");
-    let objects = render(&env, &release);
-    apply_identity(&ctx, &env, &objects);
-    let (chart_args, field_refs) = deployment_args(&objects);
+/// `kronjob run` as the chart's Deployment runs it: with its ServiceAccount's token, its args
+/// (less those starting with one of `dropped`) and its environment; the manager, its webhook
+/// port and its Pod name.
+fn start_as_the_chart(
+    ctx: &Ctx,
+    env: &Env,
+    objects: &[Value],
+    fullname: &str,
+    dropped: &[&str],
+) -> (Manager, u16, String) {
+    let (chart_args, field_refs) = deployment_args(objects, dropped);
     let account = objects
         .iter()
         .find(|o| o["kind"] == "ServiceAccount")
@@ -142,13 +156,12 @@ pub async fn manager_runs_with_the_charts_rbac(ctx: Ctx) {
         .expect("the ServiceAccount's name")
         .to_string();
     let kubeconfig = env.service_account_kubeconfig(&account, &ctx.logs.join("sa.kubeconfig"));
-
     let pod_name = format!("{fullname}-7d9f8-abcde");
     let vars: Vec<(&str, &str)> = field_refs
         .iter()
         .map(|(name, path)| match path.as_str() {
             "metadata.name" => (name.as_str(), pod_name.as_str()),
-            "metadata.namespace" => (name.as_str(), ns.as_str()),
+            "metadata.namespace" => (name.as_str(), env.namespace.as_str()),
             other => panic!("the Deployment passes {other}: add it here"),
         })
         .collect();
@@ -163,7 +176,20 @@ pub async fn manager_runs_with_the_charts_rbac(ctx: Ctx) {
     ] {
         assert!(args.contains(&expected), "chart args {args:?}");
     }
-    let mut manager = env.manager_with_env(&kubeconfig, &args, &vars);
+    let manager = env.manager_with_env(&kubeconfig, &args, &vars);
+    (manager, webhook_port, pod_name)
+}
+
+pub async fn manager_runs_with_the_charts_rbac(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let ns = env.namespace.clone();
+    let release = format!("rb-{}", random_suffix());
+    let fullname = format!("{release}-kronjob");
+    let objects = render(&env, &release, &[]);
+    apply_identity(&ctx, &env, &objects);
+    // This case reads /metrics over plain HTTP; the next one scrapes it as the chart serves it.
+    let (mut manager, webhook_port, pod_name) =
+        start_as_the_chart(&ctx, &env, &objects, &fullname, &["--metrics-secure"]);
     manager.wait_ready(Duration::from_secs(60)).await;
 
     let cronjobs = env.api::<CronJob>();
@@ -361,4 +387,189 @@ async fn events_published(env: &Env) {
             .then_some(())
     })
     .await;
+}
+
+/// `/metrics` as the chart serves and scrapes it: the chart (ServiceMonitor on, its reader
+/// ServiceAccount `scraper`) rendered and its RBAC applied, `kronjob run` with the
+/// Deployment's flags (`--metrics-secure=true`, the self-signed certificate) and its
+/// ServiceAccount's token, so the TokenReview and SubjectAccessReview run with the chart's
+/// grants. Scraped as the ServiceMonitor says (scheme, path, port, the server name and the CA
+/// of `tlsConfig`, a ServiceAccount token as bearer): no token is 401, a token of a
+/// ServiceAccount without the grant 403, and one bound to the chart's metrics-reader
+/// ClusterRole (by the chart's binding) 200 with the exposition text.
+pub async fn metrics_need_a_token_the_charts_metrics_reader_allows(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let release = format!("mr-{}", random_suffix());
+    let fullname = format!("{release}-kronjob");
+    let objects = render(
+        &env,
+        &release,
+        &[
+            "serviceMonitor.enabled=true",
+            "serviceMonitor.readerServiceAccount.name=scraper",
+        ],
+    );
+    let reader_binding = format!("{fullname}-metrics-reader");
+    let (binding, identity): (Vec<Value>, Vec<Value>) = objects.iter().cloned().partition(|o| {
+        o["kind"] == "ClusterRoleBinding" && o["metadata"]["name"] == reader_binding
+    });
+    assert_eq!(
+        binding.len(),
+        1,
+        "the chart binds the reader ServiceAccount"
+    );
+    apply_identity(&ctx, &env, &identity);
+    let endpoint = scrape_config(&objects, &fullname, &env.namespace);
+    let (mut manager, _, _) = start_as_the_chart(&ctx, &env, &objects, &fullname, &[]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+
+    let ca = wait_for(
+        Duration::from_secs(30),
+        "the CA in the Secret the ServiceMonitor names",
+        || {
+            let secrets = env.api::<Secret>();
+            let (name, key) = (endpoint.ca_secret.clone(), endpoint.ca_key.clone());
+            async move {
+                let data = secrets.get(&name).await.ok()?.data?;
+                String::from_utf8(data.get(&key)?.0.clone()).ok()
+            }
+        },
+    )
+    .await;
+    let scrape = |token: Option<String>| {
+        let (ca, server_name, path) = (
+            ca.clone(),
+            endpoint.server_name.clone(),
+            endpoint.path.clone(),
+        );
+        let addr = std::net::SocketAddr::from(([127, 0, 0, 1], manager.metrics));
+        async move {
+            let client = crate::tls_support::Client::new(&ca);
+            let (status, body) = client
+                .get(addr, &server_name, &path, token.as_deref())
+                .await;
+            (status, String::from_utf8_lossy(&body).into_owned())
+        }
+    };
+    let (status, body) = scrape(None).await;
+    assert_eq!(status, 401, "no token: {body}");
+    assert!(!body.contains("kronjob_"), "{body}");
+
+    env.kubectl_ok(&["create", "serviceaccount", "scraper", "-n", &env.namespace]);
+    let token = || {
+        let out = env.kubectl_ok(&["create", "token", "scraper", "-n", &env.namespace]);
+        Some(out.trim().to_string())
+    };
+    let (status, body) = scrape(token()).await;
+    assert_eq!(status, 403, "a token without the grant: {body}");
+    assert!(!body.contains("kronjob_"), "{body}");
+
+    let mut binding = binding.into_iter().next().expect("the binding");
+    binding["metadata"]["labels"][CASE_LABEL] = json!(ctx.label());
+    let file = ctx.logs.join("metrics-reader-binding.json");
+    std::fs::write(&file, binding.to_string()).expect("write the binding");
+    env.kubectl_ok(&["apply", "-f", file.to_str().expect("utf-8 path")]);
+    // A new token: the refusal of the first is remembered for a few seconds.
+    let (status, body) = wait_for(Duration::from_secs(30), "a 200 for the bound token", || {
+        let scraped = scrape(token());
+        async move {
+            let (status, body) = scraped.await;
+            (status == 200).then_some((status, body))
+        }
+    })
+    .await;
+    assert_eq!(status, 200);
+    assert!(body.contains("# TYPE kronjob_leader gauge"), "{body}");
+    assert!(
+        body.contains("kronjob_https_connections{server=\"metrics\"}"),
+        "{body}"
+    );
+    let log = manager.log();
+    assert!(!log.contains("TokenReview for /metrics failed"), "{log}");
+    assert!(
+        !log.contains("SubjectAccessReview for /metrics failed"),
+        "{log}"
+    );
+    assert_eq!(manager.terminate(), Some(0), "graceful stop exits 0");
+    env.cleanup().await;
+}
+
+/// How the chart's ServiceMonitor scrapes the manager.
+struct ScrapeConfig {
+    path: String,
+    server_name: String,
+    ca_secret: String,
+    ca_key: String,
+}
+
+/// The ServiceMonitor's endpoint, checked against the rest of the chart: HTTPS with a
+/// ServiceAccount token, on the metrics Service's port that reaches the manager's
+/// `--metrics-addr`, verifying the webhook's certificate (the name it is issued for, the CA of
+/// the Secret the manager writes).
+fn scrape_config(objects: &[Value], fullname: &str, namespace: &str) -> ScrapeConfig {
+    let find = |kind: &str, name: &str| {
+        objects
+            .iter()
+            .find(|o| o["kind"] == kind && o["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("the chart renders {kind} {name}"))
+    };
+    let monitor = find("ServiceMonitor", fullname);
+    let endpoint = &monitor["spec"]["endpoints"][0];
+    assert_eq!(endpoint["scheme"], "https", "{endpoint}");
+    assert_eq!(
+        endpoint["bearerTokenFile"], "/var/run/secrets/kubernetes.io/serviceaccount/token",
+        "{endpoint}"
+    );
+    assert!(
+        endpoint["tlsConfig"]["insecureSkipVerify"].is_null(),
+        "{endpoint}"
+    );
+    let service = find("Service", &format!("{fullname}-metrics"));
+    let port = service["spec"]["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == endpoint["port"])
+        .unwrap_or_else(|| panic!("the metrics Service has the port {}", endpoint["port"]));
+    let container = &find("Deployment", fullname)["spec"]["template"]["spec"]["containers"][0];
+    let container_port = container["ports"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .find(|p| p["name"] == port["targetPort"])
+        .expect("the Service's targetPort names a container port");
+    let listen = format!("--metrics-addr=:{}", container_port["containerPort"]);
+    let args: Vec<&str> = container["args"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(args.contains(&listen.as_str()), "{listen} in {args:?}");
+    assert!(args.contains(&"--metrics-secure=true"), "{args:?}");
+    let server_name = endpoint["tlsConfig"]["serverName"]
+        .as_str()
+        .expect("tlsConfig.serverName");
+    assert_eq!(server_name, format!("{fullname}-webhook.{namespace}.svc"));
+    let ca = &endpoint["tlsConfig"]["ca"]["secret"];
+    assert_eq!(
+        ca["name"],
+        format!("{fullname}-webhook-self-signed"),
+        "{ca}"
+    );
+    let reader = find("ClusterRoleBinding", &format!("{fullname}-metrics-reader"));
+    assert_eq!(
+        reader["subjects"],
+        json!([{"kind": "ServiceAccount", "name": "scraper", "namespace": namespace}])
+    );
+    assert_eq!(
+        reader["roleRef"]["name"],
+        format!("{fullname}-metrics-reader")
+    );
+    ScrapeConfig {
+        path: endpoint["path"].as_str().expect("path").to_string(),
+        server_name: server_name.to_string(),
+        ca_secret: ca["name"].as_str().expect("the CA's Secret").to_string(),
+        ca_key: ca["key"].as_str().expect("the CA's key").to_string(),
+    }
 }

@@ -7,7 +7,6 @@ use std::time::Duration;
 use k8s_openapi::api::batch::v1::Job;
 use kube::ResourceExt;
 use kube::api::ListParams;
-use serde_json::json;
 
 use crate::harness::{Ctx, Env, Manager, at_second, slot_of, wait_for};
 
@@ -17,27 +16,6 @@ crate::cases!(
     sharding_survives_a_killed_replica,
     api_server_down_for_70s,
 );
-
-/// A CronJob on `* * * * *` whose Jobs start no Pod (`suspend: true`), keeping every Job.
-fn quiet_every_minute(name: &str) -> serde_json::Value {
-    json!({
-        "apiVersion": "batch.kronjob.dev/v1",
-        "kind": "CronJob",
-        "metadata": { "name": name },
-        "spec": {
-            "schedule": "* * * * *",
-            "successfulJobsHistoryLimit": 100,
-            "failedJobsHistoryLimit": 100,
-            "jobTemplate": { "spec": {
-                "suspend": true,
-                "template": { "spec": {
-                    "restartPolicy": "Never",
-                    "containers": [{ "name": "c", "image": "busybox:1.36" }]
-                }}
-            }}
-        }
-    })
-}
 
 /// Every Job of kronjob in the namespace, by CronJob, as (slot, seconds from the slot to the
 /// Job's creation).
@@ -136,7 +114,7 @@ pub async fn sigterm_hands_over_to_the_standby_before_the_next_slot(ctx: Ctx) {
     assert!(leads(&first).await, "the first replica leads");
     let mut second = env.manager(&lease);
     let names = vec!["handover".to_string()];
-    crate::cronjob::create(&env, quiet_every_minute("handover")).await;
+    crate::cronjob::create(&env, crate::cronjob::quiet_every_minute("handover")).await;
     let minute = at_second(52).await;
     assert_eq!(first.terminate(), Some(0), "a graceful stop exits 0");
     wait_for(Duration::from_secs(5), "the standby to lead", || async {
@@ -182,7 +160,7 @@ pub async fn sharding_survives_a_killed_replica(ctx: Ctx) {
     }
     let names: Vec<String> = (0..24).map(|i| format!("shard-{i:02}")).collect();
     for name in &names {
-        crate::cronjob::create(&env, quiet_every_minute(name)).await;
+        crate::cronjob::create(&env, crate::cronjob::quiet_every_minute(name)).await;
     }
     // Every replica schedules a share.
     wait_for(
@@ -248,7 +226,7 @@ pub async fn api_server_down_for_70s(ctx: Ctx) {
     manager.wait_ready(Duration::from_secs(60)).await;
     let names: Vec<String> = (0..5).map(|i| format!("outage-{i}")).collect();
     for name in &names {
-        crate::cronjob::create(&env, quiet_every_minute(name)).await;
+        crate::cronjob::create(&env, crate::cronjob::quiet_every_minute(name)).await;
     }
     let before = at_second(1).await;
     wait_slot(&env, &names, before, Duration::from_secs(30)).await;

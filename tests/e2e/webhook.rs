@@ -8,9 +8,8 @@ use std::time::Duration;
 
 use k8s_openapi::ByteString;
 use k8s_openapi::api::admissionregistration::v1::{
-    MutatingWebhookConfiguration, ValidatingWebhookConfiguration, WebhookClientConfig,
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
 };
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::LabelSelector;
 use kronjob_envtest::free_port;
 use kube::api::{Api, DeleteParams, PostParams};
 use rcgen::{BasicConstraints, CertificateParams, IsCa, Issuer, KeyPair, SanType};
@@ -99,55 +98,35 @@ async fn install(ctx: &Ctx, env: &Env, name: &str, port: u16, ca: &str) {
     let text = std::fs::read_to_string(crate::tools::root().join("webhook/manifests.yaml"))
         .expect("webhook/manifests.yaml");
     let docs = crate::tools::yaml_documents(&text);
-    let selector: LabelSelector = serde_json::from_value(serde_json::json!({
-        "matchLabels": {"kubernetes.io/metadata.name": env.namespace}
-    }))
-    .expect("selector");
-    let client_config = |path: Option<String>| WebhookClientConfig {
-        url: Some(format!(
-            "https://127.0.0.1:{port}{}",
-            path.unwrap_or_default()
-        )),
-        ca_bundle: Some(ByteString(ca.as_bytes().to_vec())),
-        service: None,
-    };
     let label = ctx.label();
     let pp = PostParams::default();
-    for doc in docs {
+    for mut doc in docs {
+        // Both kinds share the fields changed here; edit them as JSON, create them typed.
+        doc["metadata"]["name"] = json!(name);
+        doc["metadata"]["labels"] = json!({CASE_LABEL: label});
+        for hook in doc["webhooks"].as_array_mut().into_iter().flatten() {
+            let path = hook["clientConfig"]["service"]["path"]
+                .as_str()
+                .unwrap_or_default();
+            hook["clientConfig"] = json!({
+                "url": format!("https://127.0.0.1:{port}{path}"),
+                "caBundle": ByteString(ca.as_bytes().to_vec()),
+            });
+            hook["namespaceSelector"] =
+                json!({"matchLabels": {"kubernetes.io/metadata.name": env.namespace}});
+        }
         match doc["kind"].as_str() {
             Some("MutatingWebhookConfiguration") => {
-                let mut config: MutatingWebhookConfiguration =
+                let config: MutatingWebhookConfiguration =
                     serde_json::from_value(doc).expect("mutating configuration");
-                config.metadata.name = Some(name.to_string());
-                config.metadata.labels = Some([(CASE_LABEL.to_string(), label.clone())].into());
-                for hook in config.webhooks.iter_mut().flatten() {
-                    let path = hook
-                        .client_config
-                        .service
-                        .as_ref()
-                        .and_then(|s| s.path.clone());
-                    hook.client_config = client_config(path);
-                    hook.namespace_selector = Some(selector.clone());
-                }
                 Api::<MutatingWebhookConfiguration>::all(env.client.clone())
                     .create(&pp, &config)
                     .await
                     .expect("create the mutating configuration");
             }
             Some("ValidatingWebhookConfiguration") => {
-                let mut config: ValidatingWebhookConfiguration =
+                let config: ValidatingWebhookConfiguration =
                     serde_json::from_value(doc).expect("validating configuration");
-                config.metadata.name = Some(name.to_string());
-                config.metadata.labels = Some([(CASE_LABEL.to_string(), label.clone())].into());
-                for hook in config.webhooks.iter_mut().flatten() {
-                    let path = hook
-                        .client_config
-                        .service
-                        .as_ref()
-                        .and_then(|s| s.path.clone());
-                    hook.client_config = client_config(path);
-                    hook.namespace_selector = Some(selector.clone());
-                }
                 Api::<ValidatingWebhookConfiguration>::all(env.client.clone())
                     .create(&pp, &config)
                     .await

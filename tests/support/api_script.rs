@@ -35,7 +35,9 @@ pub fn record_call(method: &str, path_and_query: &str) {
         .append(true)
         .open(file)
     {
-        let _ = writeln!(f, "{method} {path_and_query}");
+        // One write(2) per line: with O_APPEND it lands whole, even when test threads record at
+        // the same time (formatting straight into the file issues one write per piece).
+        let _ = f.write_all(format!("{method} {path_and_query}\n").as_bytes());
     }
 }
 

@@ -40,7 +40,8 @@ pub fn cronjob(schedule: &str) -> CronJob {
     let mut cj = CronJob::new(
         CJ,
         CronJobSpec {
-            schedule: schedule.into(),
+            schedule: Some(schedule.into()),
+            schedules: None,
             time_zone: None,
             starting_deadline_seconds: None,
             concurrency_policy: ConcurrencyPolicy::Allow,
@@ -70,6 +71,7 @@ pub fn cronjob(schedule: &str) -> CronJob {
             },
             successful_jobs_history_limit: Some(3),
             failed_jobs_history_limit: Some(1),
+            failure_policy: None,
         },
     );
     cj.metadata.namespace = Some(NS.into());
@@ -90,6 +92,10 @@ pub trait CronJobFixture: Sized {
     fn suspended(self) -> Self;
     /// `spec.timeZone`.
     fn zone(self, tz: &str) -> Self;
+    /// `spec.schedules` instead of `spec.schedule`.
+    fn schedules(self, exprs: &[&str]) -> Self;
+    /// `spec.failurePolicy.suspendAfterConsecutiveFailures`.
+    fn suspend_after(self, failures: i32) -> Self;
     /// `spec.startingDeadlineSeconds`.
     fn deadline(self, seconds: i64) -> Self;
     /// The history limits.
@@ -120,6 +126,17 @@ impl CronJobFixture for CronJob {
     }
     fn zone(mut self, tz: &str) -> Self {
         self.spec.time_zone = Some(tz.into());
+        self
+    }
+    fn schedules(mut self, exprs: &[&str]) -> Self {
+        self.spec.schedule = None;
+        self.spec.schedules = Some(exprs.iter().map(|e| e.to_string()).collect());
+        self
+    }
+    fn suspend_after(mut self, failures: i32) -> Self {
+        self.spec.failure_policy = Some(kronjob::api::FailurePolicy {
+            suspend_after_consecutive_failures: Some(failures),
+        });
         self
     }
     fn deadline(mut self, seconds: i64) -> Self {

@@ -90,6 +90,11 @@ impl Client {
         }
     }
 
+    /// The connector (for clients that manage their own connections).
+    pub fn connector(&self) -> TlsConnector {
+        self.connector.clone()
+    }
+
     pub async fn try_connect(
         &self,
         addr: SocketAddr,
@@ -144,6 +149,38 @@ impl Client {
     }
 }
 
+impl Client {
+    /// GET `path` over a new verified connection, with `token` as bearer when given; (status,
+    /// body).
+    pub async fn get(
+        &self,
+        addr: SocketAddr,
+        name: &str,
+        path: &str,
+        token: Option<&str>,
+    ) -> (u16, Vec<u8>) {
+        let tls = self.try_connect(addr, name).await.expect("TLS handshake");
+        let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+            .await
+            .expect("HTTP handshake");
+        tokio::spawn(conn);
+        let mut request = hyper::Request::get(path).header("host", name);
+        if let Some(token) = token {
+            request = request.header("authorization", format!("Bearer {token}"));
+        }
+        let request = request.body(Full::new(Bytes::new())).expect("request");
+        let response = sender.send_request(request).await.expect("response");
+        let status = response.status().as_u16();
+        let body = response
+            .into_body()
+            .collect()
+            .await
+            .expect("body")
+            .to_bytes();
+        (status, body.to_vec())
+    }
+}
+
 /// The real webhook server on an ephemeral loopback port, serving the pair in `dir` (re-read
 /// every `reload`): its address, the token that stops it, and its task.
 pub async fn serve_dir(
@@ -163,6 +200,9 @@ pub async fn serve_dir(
         webhook_namespace: "kronjob-system".into(),
         webhook_mutating_configuration: "kronjob-mutating".into(),
         webhook_validating_configuration: "kronjob-validating".into(),
+        webhook_max_connections: kronjob::https::MAX_CONNECTIONS,
+        webhook_dry_runs_per_minute: kronjob::webhook::dry_run::DRY_RUNS_PER_MINUTE,
+        enable_http2: false,
     };
     let metrics = kronjob::webhook::WebhookMetrics::new(&mut Default::default());
     let stop = tokio_util::sync::CancellationToken::new();

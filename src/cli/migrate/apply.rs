@@ -16,6 +16,10 @@ use super::plan::{
 use crate::api::CronJob;
 use crate::cli::kube::{api_message, is_not_found};
 
+fn is_conflict(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(status) if status.code == 409)
+}
+
 /// The built-in CronJob, read and written as JSON.
 pub fn batch_v1_cronjobs() -> ApiResource {
     ApiResource::erase::<k8s_openapi::api::batch::v1::CronJob>(&())
@@ -27,6 +31,9 @@ pub async fn apply(client: &Client, plan: &Plan) -> Result<(), String> {
     let mut run = Run::new(client, plan);
     for (index, step) in plan.steps.iter().enumerate() {
         if let Err(e) = run.step(*step).await {
+            if is_conflict(&e) && matches!(step, Step::SuspendOriginal | Step::DeleteOriginal) {
+                return Err(run.changed_meanwhile().await);
+            }
             return Err(format!(
                 "{} failed: {}; {}",
                 describe(plan, *step),
@@ -90,7 +97,11 @@ struct Run<'a> {
     /// What the kronjob CronJob's status holds.
     migrated_has: Times,
     original_uid: Option<String>,
+    /// The batch/v1 CronJob's resourceVersion last read or written by this run.
+    original_version: Option<String>,
     migrated_uid: Option<String>,
+    /// The kronjob CronJob was created by this run.
+    created: bool,
 }
 
 impl<'a> Run<'a> {
@@ -103,7 +114,32 @@ impl<'a> Run<'a> {
             original_has: plan.original_times,
             migrated_has: plan.migrated_times,
             original_uid: plan.original_uid.clone(),
+            original_version: plan.original_resource_version.clone(),
             migrated_uid: plan.migrated_uid.clone(),
+            created: false,
+        }
+    }
+
+    /// The batch/v1 CronJob changed after it was read (a precondition failed): nothing of
+    /// that change may be lost. A kronjob CronJob this run created from the earlier spec (still
+    /// suspended: it never ran) is removed, so that running the command again starts from the
+    /// new spec.
+    async fn changed_meanwhile(&mut self) -> String {
+        let original = self.plan.original_ref();
+        if !self.created {
+            return format!(
+                "{original} was changed after it was read and was left as it is; run the command again to plan with the change"
+            );
+        }
+        let migrated = self.plan.migrated_ref();
+        match self.delete_migrated().await {
+            Ok(()) => format!(
+                "{original} was changed after it was read: it was left as it is and {migrated}, created from the earlier spec, was removed (it never ran); run the migration again to carry the change"
+            ),
+            Err(e) => format!(
+                "{original} was changed after it was read and was left as it is; {migrated} was created from the earlier spec and stays suspended (removing it failed: {}): delete it and run the migration again",
+                api_message(&e)
+            ),
         }
     }
 
@@ -111,7 +147,7 @@ impl<'a> Run<'a> {
         match step {
             Step::Create => self.create().await,
             Step::WriteMigratedStatus => self.write_migrated_status().await,
-            Step::SuspendOriginal => self.set_original_suspend(true).await,
+            Step::SuspendOriginal => self.suspend_original().await,
             Step::Recheck => self.recheck().await,
             Step::DeleteOriginal => self.delete_original().await,
             Step::Complete { suspend } => self.complete(suspend).await,
@@ -132,6 +168,7 @@ impl<'a> Run<'a> {
             return Ok(());
         };
         let created = self.migrated.create(&PostParams::default(), target).await?;
+        self.created = true;
         self.migrated_uid = created.metadata.uid.clone();
         self.migrated_has = Times::of_cronjob(&created);
         Ok(())
@@ -152,6 +189,22 @@ impl<'a> Run<'a> {
         Ok(())
     }
 
+    /// Suspend the batch/v1 CronJob, only if it is still the version the plan was made from
+    /// (a merge patch carrying `metadata.resourceVersion` fails with 409 otherwise): an edit
+    /// made meanwhile would be missing from the kronjob CronJob.
+    async fn suspend_original(&mut self) -> Result<(), kube::Error> {
+        let mut patch = json!({"spec": {"suspend": true}});
+        if let Some(version) = &self.original_version {
+            patch["metadata"] = json!({"resourceVersion": version});
+        }
+        let patched = self
+            .originals
+            .patch(self.name(), &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        self.saw_original(&patched);
+        Ok(())
+    }
+
     async fn set_original_suspend(&mut self, suspend: bool) -> Result<(), kube::Error> {
         let patch = Patch::Merge(json!({"spec": {"suspend": suspend}}));
         let patched = self
@@ -163,6 +216,7 @@ impl<'a> Run<'a> {
     }
 
     fn saw_original(&mut self, original: &DynamicObject) {
+        self.original_version = original.metadata.resource_version.clone();
         let json = serde_json::to_value(original).unwrap_or(Value::Null);
         self.original_has = Times::of_json(&json);
         self.carried = self.carried.max(self.original_has);
@@ -177,7 +231,10 @@ impl<'a> Run<'a> {
     }
 
     async fn delete_original(&mut self) -> Result<(), kube::Error> {
-        let params = orphaning(self.original_uid.clone());
+        let mut params = orphaning(self.original_uid.clone());
+        if let Some(preconditions) = params.preconditions.as_mut() {
+            preconditions.resource_version = self.original_version.clone();
+        }
         match self.originals.delete(self.name(), &params).await {
             Err(e) if is_not_found(&e) => Ok(()),
             other => other.map(drop),
@@ -234,9 +291,11 @@ impl<'a> Run<'a> {
         }
         let patch = Patch::Merge(newer.status_patch());
         let name = self.plan.name.as_str();
-        self.originals
+        let written = self
+            .originals
             .patch_status(name, &PatchParams::default(), &patch)
             .await?;
+        self.original_version = written.metadata.resource_version.clone();
         self.original_has = self.original_has.max(newer);
         Ok(())
     }

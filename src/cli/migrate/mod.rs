@@ -3,10 +3,12 @@
 //! default; `--apply` does it, `--revert` undoes it.
 //!
 //! - [`plan`]: what happens to each CronJob, from what was read (pure);
+//! - [`diff`]: where the two CronJobs' specs differ, field by field (pure);
 //! - [`apply`]: the requests that carry a plan out;
 //! - here: the flags, reading both kinds of CronJob, and the report.
 
 pub mod apply;
+pub mod diff;
 pub mod plan;
 
 use std::collections::BTreeMap;

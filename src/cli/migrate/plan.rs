@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::diff::{Difference, comparable, differences};
 use crate::api::validation::{Operation, invalid_message, validate};
 use crate::api::{
     ANNOTATION_LAST_APPLIED as LAST_APPLIED, ConcurrencyPolicy, CronJob, CronJobSpec,
@@ -284,6 +285,9 @@ pub struct Plan {
     pub migrated_times: Times,
     /// UID of the batch/v1 CronJob as read.
     pub original_uid: Option<String>,
+    /// resourceVersion of the batch/v1 CronJob as read: suspending or deleting it requires
+    /// it unchanged, so an edit made since the plan is never lost.
+    pub original_resource_version: Option<String>,
     /// UID of the kronjob CronJob as read.
     pub migrated_uid: Option<String>,
 }
@@ -305,6 +309,10 @@ impl Plan {
             original_uid: found
                 .original
                 .and_then(|o| o["metadata"]["uid"].as_str())
+                .map(String::from),
+            original_resource_version: found
+                .original
+                .and_then(|o| o["metadata"]["resourceVersion"].as_str())
                 .map(String::from),
             migrated_uid: found.migrated.and_then(|m| m.metadata.uid.clone()),
         }
@@ -346,7 +354,7 @@ pub fn plan_migration(namespace: &str, name: &str, found: Found, options: Option
         }
         (Some(original), None) => fresh(plan, original, options),
         (original, Some(migrated)) => match record_of(migrated) {
-            Some(record) => continue_migration(plan, original, &record, options),
+            Some(record) => continue_migration(plan, original, migrated, &record, options),
             None if original.is_none() => {
                 let missing = format!("{} not found", plan.original_ref());
                 plan.skip(missing)
@@ -367,6 +375,7 @@ pub fn plan_migration(namespace: &str, name: &str, found: Found, options: Option
 fn continue_migration(
     plan: Plan,
     original: Option<&Value>,
+    migrated: &CronJob,
     record: &Record,
     options: Options,
 ) -> Plan {
@@ -388,9 +397,29 @@ fn continue_migration(
             );
             plan.skip(reverting)
         }
-        State::InProgress => finish(plan, original, record, options),
+        State::InProgress => match original.map(|o| spec_differences(o, migrated)) {
+            Some(changed) if !changed.is_empty() => {
+                let stale = changed_since_created(&plan, &changed);
+                plan.skip(stale)
+            }
+            _ => finish(plan, original, record, options),
+        },
         State::Complete => completed(plan, original, options),
     }
+}
+
+/// The batch/v1 CronJob changed after an earlier run created the kronjob CronJob from it:
+/// finishing would lose the change, so the migration stops and says how to carry it.
+fn changed_since_created(plan: &Plan, changed: &[Difference]) -> String {
+    let (original, migrated) = (plan.original_ref(), plan.migrated_ref());
+    let fields: Vec<String> = changed
+        .iter()
+        .map(|d| d.swapped().describe(&original, &migrated))
+        .collect();
+    format!(
+        "{original} was changed after {migrated} was created from it ({}); finishing would lose the change: delete {migrated} (created suspended by an earlier run, it never ran) and run the migration again",
+        fields.join("; ")
+    )
 }
 
 /// A migration left in progress: carry the status, suspend (or delete) the original, resume.
@@ -623,7 +652,10 @@ fn check(target: &CronJob) -> Result<(), String> {
 /// A grandfathered `TZ=zone ` or `CRON_TZ=zone ` prefix moves to `spec.timeZone`; refused when
 /// `timeZone` is set too.
 pub fn move_zone_prefix(spec: &mut CronJobSpec) -> Result<Option<String>, String> {
-    let schedule = spec.schedule.trim_start();
+    let Some(original) = spec.schedule.clone() else {
+        return Ok(None);
+    };
+    let schedule = original.trim_start();
     let Some(rest) = schedule
         .strip_prefix("CRON_TZ=")
         .or_else(|| schedule.strip_prefix("TZ="))
@@ -634,16 +666,14 @@ pub fn move_zone_prefix(spec: &mut CronJobSpec) -> Result<Option<String>, String
     let expr = expr.trim();
     if let Some(set) = &spec.time_zone {
         return Err(format!(
-            "spec.schedule {:?} carries a time zone prefix and spec.timeZone is {set:?} too: remove one of them first",
-            spec.schedule
+            "spec.schedule {original:?} carries a time zone prefix and spec.timeZone is {set:?} too: remove one of them first"
         ));
     }
     let change = format!(
-        "spec.schedule {:?} becomes {expr:?} with spec.timeZone {zone:?} (kronjob refuses TZ= prefixes)",
-        spec.schedule
+        "spec.schedule {original:?} becomes {expr:?} with spec.timeZone {zone:?} (kronjob refuses TZ= prefixes)"
     );
     spec.time_zone = Some(zone.to_string());
-    spec.schedule = expr.to_string();
+    spec.schedule = Some(expr.to_string());
     Ok(Some(change))
 }
 
@@ -775,43 +805,58 @@ fn revert(mut plan: Plan, original: Option<&Value>, migrated: &CronJob, record: 
     plan
 }
 
-/// Schedule or zone changes made to the kronjob CronJob after the migration stay behind.
-fn spec_drift(plan: &Plan, original: &Value, migrated: &CronJob) -> Vec<String> {
-    let mut spec = migrated.spec.clone();
-    let mut original_spec: CronJobSpec = match serde_json::from_value(original["spec"].clone()) {
-        Ok(spec) => spec,
-        Err(_) => return Vec::new(),
+/// Where the spec of the kronjob CronJob (left) differs from the batch/v1 CronJob's (right).
+fn spec_differences(original: &Value, migrated: &CronJob) -> Vec<Difference> {
+    let Ok(spec) = serde_json::to_value(&migrated.spec) else {
+        return Vec::new();
     };
-    if move_zone_prefix(&mut original_spec).is_err() {
-        return Vec::new();
+    match (comparable(&spec), comparable(&original["spec"])) {
+        (Some(left), Some(right)) => differences(&left, &right, "spec"),
+        _ => Vec::new(),
     }
-    spec.suspend = None;
-    original_spec.suspend = None;
-    if spec.schedule == original_spec.schedule && spec.time_zone == original_spec.time_zone {
-        return Vec::new();
-    }
-    vec![format!(
-        "{} has schedule {:?} in {}; {} keeps its own schedule {:?}",
-        plan.migrated_ref(),
-        spec.schedule,
-        spec.time_zone.as_deref().unwrap_or("UTC"),
-        plan.original_ref(),
-        original["spec"]["schedule"].as_str().unwrap_or_default()
-    )]
+}
+
+/// Every spec change made to the kronjob CronJob after the migration stays behind: the
+/// batch/v1 CronJob keeps its own spec. One warning per field.
+fn spec_drift(plan: &Plan, original: &Value, migrated: &CronJob) -> Vec<String> {
+    let (original_ref, migrated_ref) = (plan.original_ref(), plan.migrated_ref());
+    spec_differences(original, migrated)
+        .iter()
+        .map(|d| {
+            format!(
+                "{}: {original_ref} keeps its own",
+                d.describe(&migrated_ref, &original_ref)
+            )
+        })
+        .collect()
 }
 
 /// The batch/v1 CronJob recreated from a kronjob CronJob, suspended; refused when its schedule
-/// uses `H`, which batch/v1 does not know.
+/// uses `H` or it has several schedules, which batch/v1 does not know. A single entry of
+/// `schedules` becomes `schedule`; the failure policy is not carried (batch/v1 has none).
 fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
     let key = format!("{}/{}", plan.namespace, plan.name);
-    if Schedule::parse(&migrated.spec.schedule, &key).is_ok_and(|s| s.uses_hash()) {
+    let exprs = migrated.spec.schedule_exprs().unwrap_or_default();
+    let gone = format!(
+        "{} no longer exists and {}",
+        plan.original_ref(),
+        plan.migrated_ref()
+    );
+    if exprs.len() > 1 {
         return Err(format!(
-            "{} no longer exists and {} uses H in its schedule, which batch/v1 does not know",
-            plan.original_ref(),
-            plan.migrated_ref()
+            "{gone} has {} schedules; a batch/v1 CronJob has one",
+            exprs.len()
+        ));
+    }
+    if Schedule::parse_each(exprs, &key).is_ok_and(|s| s.uses_hash()) {
+        return Err(format!(
+            "{gone} uses H in its schedule, which batch/v1 does not know"
         ));
     }
     let mut spec = migrated.spec.clone();
+    spec.schedule = exprs.first().cloned();
+    spec.schedules = None;
+    spec.failure_policy = None;
     spec.suspend = Some(true);
     let mut annotations = migrated.metadata.annotations.clone().unwrap_or_default();
     annotations.retain(|key, _| {

@@ -299,11 +299,15 @@ fn fresh_migrations_table() {
         },
         Case {
             error: Some(
-                "spec of cronjob.batch/cj does not read as a CronJob spec: missing field `schedule`",
+                "spec of cronjob.batch/cj does not read as a CronJob spec: invalid type: integer `5`, expected a string",
             ),
             ..case(
-                "no schedule",
-                with(original(), "/spec", json!({"jobTemplate": {}})),
+                "a schedule that is not a string",
+                with(
+                    original(),
+                    "/spec",
+                    json!({"schedule": 5, "jobTemplate": {}}),
+                ),
             )
         },
     ];
@@ -358,7 +362,7 @@ fn the_zone_prefix_moves_only_when_alone() {
     );
     zoned = with(zoned, "/spec/concurrencyPolicy", json!("Allow"));
     let target = migrate(&zoned, None, false).target.expect("target");
-    assert_eq!(target.spec.schedule, "0 9 * * 1-5");
+    assert_eq!(target.spec.schedule.as_deref(), Some("0 9 * * 1-5"));
     assert_eq!(target.spec.time_zone.as_deref(), Some("Asia/Tokyo"));
 }
 
@@ -675,14 +679,22 @@ fn revert_recreates_the_original_from_the_kronjob_spec() {
 #[test]
 fn revert_refusals() {
     let mut hashed = migrated(State::Complete, false);
-    hashed.spec.schedule = "H * * * *".into();
+    hashed.spec.schedule = Some("H * * * *".into());
     let mut native = migrated(State::Complete, false);
     native.metadata.annotations = None;
+    let mut several = migrated(State::Complete, false);
+    several.spec.schedule = None;
+    several.spec.schedules = Some(vec!["0 9 * * *".into(), "0 17 * * *".into()]);
     let cases = [
         (
             None,
             Some(&hashed),
             "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj uses H in its schedule, which batch/v1 does not know",
+        ),
+        (
+            None,
+            Some(&several),
+            "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj has 2 schedules; a batch/v1 CronJob has one",
         ),
         (
             None,
@@ -700,9 +712,27 @@ fn revert_refusals() {
 }
 
 #[test]
-fn revert_warns_that_schedule_changes_stay_behind() {
+fn revert_warns_of_every_spec_change_that_stays_behind() {
+    // The same spec read back (defaults, nulls and empty objects as the API server stores
+    // them; a different suspend): nothing to warn about.
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: Some(&original()),
+            migrated: Some(&migrated(State::Complete, true)),
+        },
+    );
+    assert_eq!(plan.warnings, Vec::<String>::new());
+
     let mut cj = migrated(State::Complete, false);
-    cj.spec.schedule = "H * * * *".into();
+    cj.spec.schedule = Some("H * * * *".into());
+    cj.spec.time_zone = Some("Europe/Berlin".into());
+    cj.spec.starting_deadline_seconds = Some(30);
+    let pod = cj.spec.job_template.spec.as_mut().expect("job spec");
+    pod.backoff_limit = Some(2);
+    let containers = &mut pod.template.spec.as_mut().expect("pod spec").containers;
+    containers[0].image = Some("alpine:3".into());
     let plan = plan_revert(
         NS,
         NAME,
@@ -711,12 +741,43 @@ fn revert_warns_that_schedule_changes_stay_behind() {
             migrated: Some(&cj),
         },
     );
+    let keeps = "cronjob.batch/cj keeps its own";
+    let (k, b) = ("cronjob.batch.kronjob.dev/cj", "cronjob.batch/cj");
     assert_eq!(
         plan.warnings,
         vec![
-            "cronjob.batch.kronjob.dev/cj has schedule \"H * * * *\" in UTC; cronjob.batch/cj keeps its own schedule \"0 * * * *\""
+            format!("spec.jobTemplate.spec.backoffLimit is 2 in {k} and not set in {b}: {keeps}"),
+            format!(
+                "spec.jobTemplate.spec.template.spec.containers[0].image is \"alpine:3\" in {k} and \"busybox\" in {b}: {keeps}"
+            ),
+            format!("spec.schedule is \"H * * * *\" in {k} and \"0 * * * *\" in {b}: {keeps}"),
+            format!("spec.startingDeadlineSeconds is 30 in {k} and not set in {b}: {keeps}"),
+            format!("spec.timeZone is \"Europe/Berlin\" in {k} and not set in {b}: {keeps}"),
         ]
     );
+    // Warnings only: the revert goes on.
+    assert_eq!(plan.action, Action::Revert);
+}
+
+#[test]
+fn an_original_changed_since_an_earlier_run_created_the_copy_is_not_finished() {
+    let copy = migrated(State::InProgress, true);
+    let unchanged = migrate(&original(), Some(&copy), false);
+    assert_eq!(unchanged.action, Action::Finish, "{:?}", unchanged.error);
+    let edited = with(original(), "/spec/schedule", json!("30 * * * *"));
+    let plan = migrate(&edited, Some(&copy), false);
+    assert_eq!(plan.action, Action::Skip);
+    assert!(plan.steps.is_empty());
+    assert_eq!(
+        plan.error.as_deref(),
+        Some(
+            "cronjob.batch/cj was changed after cronjob.batch.kronjob.dev/cj was created from it (spec.schedule is \"30 * * * *\" in cronjob.batch/cj and \"0 * * * *\" in cronjob.batch.kronjob.dev/cj); finishing would lose the change: delete cronjob.batch.kronjob.dev/cj (created suspended by an earlier run, it never ran) and run the migration again"
+        )
+    );
+    // A completed migration is the kronjob CronJob's own from then on: no such check.
+    let done = migrated(State::Complete, false);
+    let plan = migrate(&edited, Some(&done), false);
+    assert_ne!(plan.action, Action::Skip, "{:?}", plan.error);
 }
 
 #[test]
@@ -801,4 +862,52 @@ fn record_of_reads_the_annotations() {
         .get_or_insert_with(Default::default)
         .insert(ANNOTATION_MIGRATED_FROM.into(), "batch/v1beta1".into());
     assert_eq!(record_of(&other), None);
+}
+
+#[test]
+fn a_single_entry_of_schedules_comes_back_as_schedule_and_the_failure_policy_stays_behind() {
+    let mut cj = migrated(State::Complete, false);
+    cj.spec.schedule = None;
+    cj.spec.schedules = Some(vec!["0 9 * * *".into()]);
+    cj.spec.failure_policy = Some(crate::api::FailurePolicy {
+        suspend_after_consecutive_failures: Some(3),
+    });
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: None,
+            migrated: Some(&cj),
+        },
+    );
+    let spec = &plan.recreate.expect("recreated")["spec"];
+    assert_eq!(spec["schedule"], "0 9 * * *");
+    assert!(spec.get("schedules").is_none(), "{spec}");
+    assert!(spec.get("failurePolicy").is_none(), "{spec}");
+}
+
+#[test]
+fn revert_warns_that_several_schedules_stay_behind() {
+    let mut cj = migrated(State::Complete, false);
+    cj.spec.schedule = None;
+    cj.spec.schedules = Some(vec!["0 * * * *".into(), "30 * * * *".into()]);
+    let plan = plan_revert(
+        NS,
+        NAME,
+        Found {
+            original: Some(&original()),
+            migrated: Some(&cj),
+        },
+    );
+    let (k, b) = ("cronjob.batch.kronjob.dev/cj", "cronjob.batch/cj");
+    let keeps = format!("{b} keeps its own");
+    assert_eq!(
+        plan.warnings,
+        vec![
+            format!("spec.schedule is not set in {k} and is \"0 * * * *\" in {b}: {keeps}"),
+            format!(
+                "spec.schedules is [\"0 * * * *\",\"30 * * * *\"] in {k} and not set in {b}: {keeps}"
+            ),
+        ]
+    );
 }

@@ -15,7 +15,8 @@ use serde::{Deserialize, Deserializer};
 
 use crate::api::{
     ConcurrencyPolicy, CronJob, CronJobSpec, CronJobStatus, DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
-    DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, DEFAULT_SUSPEND,
+    DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, DEFAULT_SUSPEND, FailurePolicy, ScheduleFieldsError,
+    schedule_exprs,
 };
 
 /// A cached CronJob.
@@ -36,7 +37,11 @@ pub struct CachedCronJob {
 #[serde(rename_all = "camelCase")]
 pub struct Spec {
     /// `spec.schedule`.
-    pub schedule: String,
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// `spec.schedules`.
+    #[serde(default)]
+    pub schedules: Option<Vec<String>>,
     /// `spec.timeZone`.
     #[serde(default)]
     pub time_zone: Option<String>,
@@ -57,6 +62,9 @@ pub struct Spec {
     /// `spec.failedJobsHistoryLimit`.
     #[serde(default = "failed")]
     pub failed_jobs_history_limit: Option<i32>,
+    /// `spec.failurePolicy`.
+    #[serde(default)]
+    pub failure_policy: Option<FailurePolicy>,
 }
 
 fn suspend() -> Option<bool> {
@@ -73,6 +81,11 @@ impl Spec {
     /// Whether creation of new Jobs is suspended.
     pub fn is_suspended(&self) -> bool {
         self.suspend.unwrap_or(false)
+    }
+
+    /// The schedule expressions, as [`CronJobSpec::schedule_exprs`] gives them.
+    pub fn schedule_exprs(&self) -> Result<&[String], ScheduleFieldsError> {
+        schedule_exprs(self.schedule.as_ref(), self.schedules.as_deref())
     }
 }
 
@@ -189,6 +202,7 @@ impl CachedCronJob {
             metadata: self.metadata.clone(),
             spec: CronJobSpec {
                 schedule: spec.schedule.clone(),
+                schedules: spec.schedules.clone(),
                 time_zone: spec.time_zone.clone(),
                 starting_deadline_seconds: spec.starting_deadline_seconds,
                 concurrency_policy: spec.concurrency_policy,
@@ -196,6 +210,7 @@ impl CachedCronJob {
                 job_template: spec.job_template.decode()?,
                 successful_jobs_history_limit: spec.successful_jobs_history_limit,
                 failed_jobs_history_limit: spec.failed_jobs_history_limit,
+                failure_policy: spec.failure_policy.clone(),
             },
             status: self.status.clone(),
         })
@@ -229,6 +244,31 @@ mod tests {
         let mut want = cj.clone();
         want.metadata.managed_fields = None;
         assert_eq!(back, want);
+    }
+
+    #[test]
+    fn several_schedules_and_the_failure_policy_come_back() {
+        let mut cj = cronjob("*/5 * * * *");
+        cj.spec.schedule = None;
+        cj.spec.schedules = Some(vec!["*/2 * * * *".into(), "*/3 * * * *".into()]);
+        cj.spec.failure_policy = Some(FailurePolicy {
+            suspend_after_consecutive_failures: Some(3),
+        });
+        cj.status = Some(CronJobStatus {
+            consecutive_failures: 2,
+            schedule: Some(cj.spec.schedule_summary()),
+            ..Default::default()
+        });
+        let cached = CachedCronJob::of(&cj).expect("decodes");
+        assert_eq!(
+            cached.spec.schedule_exprs(),
+            cj.spec.schedule_exprs(),
+            "the same expressions"
+        );
+        assert_eq!(cached.to_cronjob().expect("template decodes"), cj);
+        let mut both = cached.clone();
+        both.spec.schedule = Some("* * * * *".into());
+        assert_eq!(both.spec.schedule_exprs(), Err(ScheduleFieldsError::Both));
     }
 
     #[test]

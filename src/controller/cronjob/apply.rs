@@ -1,22 +1,28 @@
-//! The act step. The slot's run is urgent and done here, in order: delete the Jobs it
-//! replaces, then create the new one, recording in the status only what the API server
-//! accepted; a run that fails leaves the slot due, to be retried. Everything else (Events,
-//! history deletes) goes to the [`Outbox`](super::outbox::Outbox), sent once the creates are
-//! out.
+//! The act step. The failure policy's suspension comes first: `spec.suspend: true`, and the
+//! rest of the plan only once the API server took it. The slot's run is urgent and done here,
+//! in order: delete the Jobs it replaces, then create the new one, recording in the status only
+//! what the API server accepted; a run that fails leaves the slot due, to be retried.
+//! Everything else (Events, history deletes) goes to the [`Outbox`](super::outbox::Outbox),
+//! sent once the creates are out.
+
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource};
 
 use super::context::Context;
 use super::error::Error;
+use super::plan::failures::Suspension;
 use super::plan::manual::Manual;
 use super::plan::{Action, Plan, Run, events};
+use super::status::observe_generation;
 use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
-use crate::controller::cache::SlimJob;
+use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::job::{self, Deletion, job_ref, refusal_message};
 
 /// What applying a plan produced.
@@ -29,6 +35,12 @@ pub struct Applied {
     /// The create was refused as invalid (422): the status says so, and nothing is retried
     /// until the spec changes.
     pub invalid_template: bool,
+    /// The CronJob as the failure policy's suspension left it (decoded as the cache decodes):
+    /// the status is written on top of this version.
+    pub suspended: Option<Arc<CachedCronJob>>,
+    /// Nothing was done and `status` must not be written: the suspension was not accepted
+    /// (the spec changed since the plan, or the request failed).
+    pub discarded: bool,
 }
 
 /// Apply `plan` to `cj`: queue what can wait, then run the slot.
@@ -36,11 +48,36 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
     let Plan {
         run,
         manual,
+        suspend,
         actions,
         status,
         ..
     } = plan;
     let on = cj.object_ref(&());
+    let mut applied = Applied {
+        status,
+        error: None,
+        invalid_template: false,
+        suspended: None,
+        discarded: false,
+    };
+    if let Some(suspension) = suspend {
+        match suspend_spec(ctx, cj, &on, &suspension).await {
+            Ok(Some(patched)) => {
+                observe_generation(&mut applied.status, patched.metadata.generation);
+                applied.suspended = Some(patched);
+            }
+            Ok(None) => {
+                applied.discarded = true;
+                return applied;
+            }
+            Err(e) => {
+                applied.discarded = true;
+                applied.error = Some(e);
+                return applied;
+            }
+        }
+    }
     for action in actions {
         match action {
             Action::Event {
@@ -51,11 +88,6 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
             Action::DeleteJob { name, uid, .. } => ctx.outbox.delete_history(&on, name, uid),
         }
     }
-    let mut applied = Applied {
-        status,
-        error: None,
-        invalid_template: false,
-    };
     if let Some(run) = run {
         let result = run_slot(ctx, cj, &on, run, &mut applied.status).await;
         match result.as_ref().err().and_then(Error::refused) {
@@ -72,6 +104,64 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         applied.error.get_or_insert(e);
     }
     applied
+}
+
+/// The failure policy's suspension: `spec.suspend: true` as a JSON patch that applies only to
+/// the generation planned from (a spec changed since, a resume say, makes the API server refuse
+/// it: `None`, and the changed spec is planned again when its change is seen). On success the
+/// CronJob as patched, a Warning Event and the counter.
+async fn suspend_spec(
+    ctx: &Context,
+    cj: &CronJob,
+    on: &ObjectReference,
+    suspension: &Suspension,
+) -> Result<Option<Arc<CachedCronJob>>, Error> {
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cj.metadata.name.as_deref().unwrap_or_default();
+    // The answer decodes as the cache decodes: it stands in for the cached CronJob until the
+    // watch shows the patch.
+    let api: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
+    match api
+        .patch(
+            name,
+            &PatchParams::default(),
+            &suspend_patch(cj.metadata.generation),
+        )
+        .await
+    {
+        Ok(patched) => {
+            let patched = Arc::new(patched);
+            let key = ObjectRef::new(name).within(namespace);
+            let before = cj.metadata.resource_version.clone();
+            ctx.status.superseded(&key, before, Arc::clone(&patched));
+            ctx.metrics.suspended_after_failures.inc();
+            let note = suspension.message();
+            let reason = events::SUSPENDED_AFTER_FAILURES;
+            ctx.outbox.event(on, EventType::Warning, reason, note);
+            Ok(Some(patched))
+        }
+        // The spec changed since the plan (its watch event brings a new reconcile), or the
+        // CronJob is gone. No retry of our own: a refusal that lasted would make it a loop.
+        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(None),
+        Err(e) => Err(Error::Kube(e)),
+    }
+}
+
+/// A JSON patch setting `spec.suspend: true` only while the spec is at `generation`.
+fn suspend_patch(generation: Option<i64>) -> Patch<()> {
+    use json_patch::{AddOperation, PatchOperation, TestOperation, jsonptr::PointerBuf};
+    let mut ops = Vec::new();
+    if let Some(generation) = generation {
+        ops.push(PatchOperation::Test(TestOperation {
+            path: PointerBuf::from_tokens(["metadata", "generation"]),
+            value: generation.into(),
+        }));
+    }
+    ops.push(PatchOperation::Add(AddOperation {
+        path: PointerBuf::from_tokens(["spec", "suspend"]),
+        value: true.into(),
+    }));
+    Patch::Json(json_patch::Patch(ops))
 }
 
 /// The slot's run, as urgent requests.
@@ -251,8 +341,7 @@ async fn run_manual(
         }
     }
     // The answer decodes slim: only whether the request was removed matters.
-    let cronjobs: Api<crate::controller::cache::CachedCronJob> =
-        Api::namespaced(ctx.client.clone(), namespace);
+    let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
     let name = cj.metadata.name.as_deref().unwrap_or_default();
     match cronjobs
         .patch(

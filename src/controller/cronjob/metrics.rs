@@ -62,6 +62,8 @@ pub struct ReconcilerMetrics {
     pub jobs_created: Counter,
     /// Jobs deleted, by reason.
     pub jobs_deleted: Family<DeleteLabels, Counter>,
+    /// CronJobs the failure policy suspended.
+    pub suspended_after_failures: Counter,
     /// The per-CronJob series, read from the controller's cache at scrape time.
     pub cronjobs: super::series::CronJobSeries,
 }
@@ -79,6 +81,7 @@ impl ReconcilerMetrics {
             template_dry_runs: Family::default(),
             jobs_created: Counter::default(),
             jobs_deleted: Family::default(),
+            suspended_after_failures: Counter::default(),
             cronjobs: super::series::CronJobSeries::default(),
         };
         // Zeros from the start, so rates exist before the first delete.
@@ -133,6 +136,11 @@ impl ReconcilerMetrics {
             "Jobs deleted by the CronJob controller, by reason (history, replace)",
             m.jobs_deleted.clone(),
         );
+        registry.register(
+            "kronjob_cronjobs_suspended_after_failures",
+            "CronJobs the controller suspended because their scheduled Jobs failed in a row (spec.failurePolicy)",
+            m.suspended_after_failures.clone(),
+        );
         registry.register_collector(Box::new(m.cronjobs.clone()));
         m
     }
@@ -172,6 +180,7 @@ mod tests {
         assert!(out.contains("kronjob_jobs_created_total 0"));
         assert!(out.contains("kronjob_jobs_deleted_total{reason=\"history\"} 0"));
         assert!(out.contains("kronjob_jobs_deleted_total{reason=\"replace\"} 0"));
+        assert!(out.contains("kronjob_cronjobs_suspended_after_failures_total 0"));
         assert!(out.contains("# TYPE kronjob_cronjob_next_schedule_time_seconds gauge"));
     }
 }

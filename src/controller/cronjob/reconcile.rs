@@ -62,13 +62,18 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
     } else {
         requeue
     };
-    let unchanged = match &cj.status {
+    // After the failure policy's suspension the status goes on top of the suspended CronJob:
+    // its version is the precondition.
+    let (base_status, base_version) = match &applied.suspended {
+        Some(patched) => (&patched.status, &patched.metadata.resource_version),
+        None => (&cj.status, &cj.metadata.resource_version),
+    };
+    let unchanged = match base_status {
         Some(status) => *status == applied.status,
         None => applied.status == crate::api::CronJobStatus::default(),
     };
-    if !unchanged {
-        let version = cj.metadata.resource_version.clone();
-        ctx.status.submit(key, version, applied.status);
+    if !applied.discarded && !unchanged {
+        ctx.status.submit(key, base_version.clone(), applied.status);
     }
     if let Some(e) = applied.error {
         return Err(e);

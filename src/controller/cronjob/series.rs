@@ -33,7 +33,7 @@ struct Gauge {
 }
 
 /// Every per-CronJob gauge, in exposition order.
-const GAUGES: [Gauge; 8] = [
+const GAUGES: [Gauge; 9] = [
     Gauge {
         name: "kronjob_cronjob_next_schedule_time_seconds",
         help: "status.nextScheduleTime, Unix seconds (absent while suspended or invalid)",
@@ -66,7 +66,7 @@ const GAUGES: [Gauge; 8] = [
     },
     Gauge {
         name: "kronjob_cronjob_period_seconds",
-        help: "Seconds from the next slot to the one after it (absent while there is no next slot)",
+        help: "Seconds from the next slot to the one after it, the shortest of several schedules' (absent while there is no next slot)",
         value: |_, period| period,
     },
     Gauge {
@@ -78,6 +78,17 @@ const GAUGES: [Gauge; 8] = [
         name: "kronjob_cronjob_suspended",
         help: "1 if spec.suspend is true, else 0",
         value: |cj, _| Some(i64::from(cj.spec.is_suspended())),
+    },
+    Gauge {
+        name: "kronjob_cronjob_consecutive_failures",
+        help: "status.consecutiveFailures: scheduled Jobs that failed in a row",
+        value: |cj, _| {
+            Some(
+                cj.status
+                    .as_ref()
+                    .map_or(0, |s| i64::from(s.consecutive_failures)),
+            )
+        },
     },
 ];
 
@@ -95,18 +106,18 @@ fn status_time(
 }
 
 /// The gap from `status.nextScheduleTime` to the slot after it: the CronJob's period (for an
-/// irregular schedule such as weekdays only, the current gap).
+/// irregular schedule such as weekdays only, the current gap; with several schedules, the
+/// shortest of their gaps, see [`crate::schedule::Schedule::period_at`]).
 fn period(cj: &CachedCronJob) -> Option<i64> {
     let next = cj.status.as_ref()?.next_schedule_time.as_ref()?.0;
     let (schedule, tz) = inputs_of(
-        &cj.spec.schedule,
+        cj.spec.schedule_exprs(),
         cj.spec.time_zone.as_deref(),
         cj.metadata.namespace.as_deref().unwrap_or_default(),
         cj.metadata.name.as_deref().unwrap_or_default(),
     )
     .ok()?;
-    let after = schedule.next_after(next, &tz)?;
-    Some(seconds(after) - seconds(next))
+    Some(schedule.period_at(next, &tz)?.as_secs())
 }
 
 #[derive(Debug, Default)]
@@ -122,7 +133,8 @@ struct Source {
 /// What a CronJob's period depends on besides its name: recomputed only when one changes.
 #[derive(Debug, Clone, PartialEq)]
 struct PeriodInputs {
-    schedule: String,
+    schedule: Option<String>,
+    schedules: Option<Vec<String>>,
     time_zone: Option<String>,
     next: Timestamp,
 }
@@ -207,6 +219,7 @@ impl CronJobSeries {
                 let next = cj.status.as_ref()?.next_schedule_time.as_ref()?.0;
                 let inputs = PeriodInputs {
                     schedule: cj.spec.schedule.clone(),
+                    schedules: cj.spec.schedules.clone(),
                     time_zone: cj.spec.time_zone.clone(),
                     next,
                 };
@@ -300,6 +313,7 @@ mod tests {
     fn sample() -> Vec<CronJob> {
         let running = CronJobStatus {
             active_count: 2,
+            consecutive_failures: 2,
             last_schedule_time: Some(ts("2024-01-01T10:00:00Z")),
             last_successful_time: Some(ts("2024-01-01T09:00:30Z")),
             last_failure_time: Some(ts("2024-01-01T08:00:10Z")),
@@ -365,7 +379,7 @@ kronjob_cronjob_last_failed_time_seconds{namespace=\"b\",cronjob=\"hourly\"} 170
 # TYPE kronjob_cronjob_created_time_seconds gauge
 kronjob_cronjob_created_time_seconds{namespace=\"a\",cronjob=\"nightly\"} 1704067200
 kronjob_cronjob_created_time_seconds{namespace=\"b\",cronjob=\"hourly\"} 1704067200
-# HELP kronjob_cronjob_period_seconds Seconds from the next slot to the one after it (absent while there is no next slot)
+# HELP kronjob_cronjob_period_seconds Seconds from the next slot to the one after it, the shortest of several schedules' (absent while there is no next slot)
 # TYPE kronjob_cronjob_period_seconds gauge
 kronjob_cronjob_period_seconds{namespace=\"b\",cronjob=\"hourly\"} 3600
 # HELP kronjob_cronjob_active_jobs status.activeCount: Jobs of the CronJob still running
@@ -376,6 +390,10 @@ kronjob_cronjob_active_jobs{namespace=\"b\",cronjob=\"hourly\"} 2
 # TYPE kronjob_cronjob_suspended gauge
 kronjob_cronjob_suspended{namespace=\"a\",cronjob=\"nightly\"} 1
 kronjob_cronjob_suspended{namespace=\"b\",cronjob=\"hourly\"} 0
+# HELP kronjob_cronjob_consecutive_failures status.consecutiveFailures: scheduled Jobs that failed in a row
+# TYPE kronjob_cronjob_consecutive_failures gauge
+kronjob_cronjob_consecutive_failures{namespace=\"a\",cronjob=\"nightly\"} 0
+kronjob_cronjob_consecutive_failures{namespace=\"b\",cronjob=\"hourly\"} 2
 # HELP kronjob_cronjob_series_omitted CronJobs left out of the kronjob_cronjob_* series by --cronjob-metrics-limit
 # TYPE kronjob_cronjob_series_omitted gauge
 kronjob_cronjob_series_omitted 0
@@ -472,6 +490,14 @@ kronjob_cronjob_series_omitted 0
         let mut dst = cronjob("n", "d", "30 3 * * *", status("2024-03-30T02:30:00Z"));
         dst.spec.time_zone = Some("Europe/Berlin".into());
         assert_eq!(period(&dst), Some(23 * 3600), "the night clocks go forward");
+        let mut several = cronjob("n", "m", "0 9 * * *", status("2024-01-01T09:00:00Z"));
+        several.spec.schedule = None;
+        several.spec.schedules = Some(vec!["0 9 * * *".into(), "*/20 * * * *".into()]);
+        assert_eq!(
+            period(&several),
+            Some(1200),
+            "the shortest of the schedules"
+        );
         let invalid = cronjob("n", "i", "not a schedule", status("2024-01-01T00:00:00Z"));
         assert_eq!(period(&invalid), None);
         let idle = cronjob("n", "s", "0 * * * *", CronJobStatus::default());

@@ -14,7 +14,11 @@ pub mod reason {
     pub const SCHEDULED: &str = "Scheduled";
     /// `spec.suspend` is true.
     pub const SUSPENDED: &str = "Suspended";
-    /// `spec.schedule` does not parse or never fires.
+    /// `spec.suspend` is true and the failure policy's count of scheduled Jobs that failed in
+    /// a row is reached (the controller suspended the CronJob, or it failed while suspended).
+    pub const SUSPENDED_AFTER_FAILURES: &str = "SuspendedAfterFailures";
+    /// `spec.schedule` (or one of `spec.schedules`) does not parse, or the schedule never
+    /// fires.
     pub const INVALID_SCHEDULE: &str = "InvalidSchedule";
     /// `spec.timeZone` is not a known zone.
     pub const UNKNOWN_TIME_ZONE: &str = "UnknownTimeZone";
@@ -71,7 +75,7 @@ pub fn ready_of(status: &CronJobStatus) -> Option<(&str, &str)> {
 
 /// Every field of `status`, as the merge patch must name them: an absent field is `null`, which
 /// removes it (an empty `active` list is removed, as upstream omits it).
-pub const STATUS_FIELDS: [&str; 8] = [
+pub const STATUS_FIELDS: [&str; 10] = [
     "active",
     "activeCount",
     "lastScheduleTime",
@@ -79,8 +83,21 @@ pub const STATUS_FIELDS: [&str; 8] = [
     "lastFailureTime",
     "nextScheduleTime",
     "observedGeneration",
+    "schedule",
+    "consecutiveFailures",
     "conditions",
 ];
+
+/// Record that `status` describes `generation` of the spec: `observedGeneration` and the
+/// `Ready` condition's (after the controller itself changed the spec, e.g. to suspend it).
+pub fn observe_generation(status: &mut CronJobStatus, generation: Option<i64>) {
+    status.observed_generation = generation;
+    for c in &mut status.conditions {
+        if c.type_ == CONDITION_READY {
+            c.observed_generation = generation;
+        }
+    }
+}
 
 /// Body of the merge patch on the status subresource: the whole status, `null` for absent
 /// fields.
@@ -139,6 +156,8 @@ mod tests {
             last_failure_time: Some(Time(t("2024-01-01T00:00:00Z"))),
             next_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
             observed_generation: Some(1),
+            schedule: Some("0 * * * *".into()),
+            consecutive_failures: 2,
             conditions: vec![Condition {
                 type_: CONDITION_READY.into(),
                 status: "True".into(),

@@ -13,6 +13,10 @@
 //! nothing to do, instead of writing the same status again on top of a stale copy.
 //! Several submissions for one CronJob before its write coalesce into one write.
 //!
+//! A spec patch this process makes elsewhere (the failure policy's suspension) is made known
+//! with [`superseded`](StatusWriter::superseded): views show the patched CronJob until the
+//! watch does, and the status planned on it carries the patched version as precondition.
+//!
 //! What it keeps of a write is the answer's `resourceVersion` and status, not the answer (a
 //! whole CronJob with its managedFields), and only until the watch shows that version
 //! ([`observed`](StatusWriter::observed)).
@@ -52,8 +56,8 @@ struct Pending {
     attempts: u32,
 }
 
-/// What is newer than the cache: the version and status we wrote, or the object read fresh
-/// after a conflict. The cache showing one of the `stale` versions lags behind it; a watch
+/// What is newer than the cache: the version and status we wrote, the object read fresh
+/// after a conflict, or the answer to our spec patch. The cache showing one of the `stale` versions lags behind it; a watch
 /// event showing any other version makes it moot.
 #[derive(Debug)]
 struct Known {
@@ -63,12 +67,14 @@ struct Known {
 
 #[derive(Debug)]
 enum Newer {
-    /// Our write: its answer's version and status (the rest of the object is the cache's).
+    /// Our write: its answer's version and status (the rest of the object is the cache's;
+    /// the status boxed, as it is most of the size).
     Written {
         resource_version: Option<String>,
-        status: Option<CronJobStatus>,
+        status: Option<Box<CronJobStatus>>,
     },
-    /// Read after a conflict: the whole object (someone else changed it).
+    /// Read after a conflict (someone else changed it), or the answer to a write of ours
+    /// outside the status writer (the failure policy's spec patch): the whole object.
     Read(Arc<CachedCronJob>),
 }
 
@@ -91,7 +97,7 @@ impl Known {
             } => {
                 let mut view = CachedCronJob::clone(cached);
                 view.metadata.resource_version.clone_from(resource_version);
-                view.status.clone_from(status);
+                view.status = status.as_deref().cloned();
                 Arc::new(view)
             }
             Newer::Read(fresh) => Arc::clone(fresh),
@@ -199,6 +205,13 @@ impl StatusWriter {
             view = Arc::new(overlaid);
         }
         view
+    }
+
+    /// `object`, which this process wrote outside the status writer (a spec patch, its answer
+    /// decoded as the cache decodes), supersedes the version `before` (that of a view): a
+    /// cache still showing `before`, or a version `before` superseded, lags behind it.
+    pub fn superseded(&self, key: &Key, before: Option<String>, object: Arc<CachedCronJob>) {
+        self.state().learn(key, before, Newer::Read(object));
     }
 
     /// The watch shows `cj`: what we knew newer than an older version of it is moot once the
@@ -331,7 +344,7 @@ impl StatusWriter {
                 let new_rv = written.metadata.resource_version;
                 let newer = Newer::Written {
                     resource_version: new_rv.clone(),
-                    status: written.status,
+                    status: written.status.map(Box::new),
                 };
                 state.learn(&key, pending.base.clone(), newer);
                 // A status planned on top of the one just written was based on its version.

@@ -696,3 +696,87 @@ fn only_objects_that_can_expire_are_cached() {
     assert!(keep(watcher::Event::Delete(running)), "deletions always");
     assert!(keep(watcher::Event::Init) && keep(watcher::Event::InitDone));
 }
+
+/// With `--ttl-pods`, [`run`] lists and watches the Pods of the namespace too, only those that
+/// finished (the field selector), beside the Jobs, and reports its caches listed. The calls
+/// are recorded for the RBAC check (the Pod grants exist for this flag only).
+#[tokio::test]
+async fn with_ttl_pods_run_lists_and_watches_finished_pods_beside_the_jobs() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let mut registry = Registry::default();
+    let stop = CancellationToken::new();
+    let shared = Shared {
+        client: Client::new(service, "default"),
+        clock: Arc::new(FixedClock::new(ts(NOW))),
+        scope: crate::controller::Scope {
+            namespaces: vec!["ns".into()],
+            selector: None,
+        },
+        instance: None,
+        gate: Default::default(),
+        shard: Default::default(),
+        tasks: Default::default(),
+    };
+    let args = TtlArgs {
+        ttl_jobs: TtlScope::Owned,
+        ttl_pods: true,
+    };
+    let (synced, mut listed) = tokio::sync::oneshot::channel();
+    let ready = move || {
+        let _ = synced.send(());
+    };
+    let controller = tokio::spawn(run(
+        shared,
+        args,
+        TtlMetrics::new(&mut registry),
+        ready,
+        stop.clone(),
+    ));
+    let empty = |kind: &str| json!({"apiVersion": "v1", "kind": kind, "metadata": {"resourceVersion": "10"}, "items": []});
+    let mut seen = std::collections::BTreeSet::new();
+    let mut held_watches = Vec::new();
+    while seen.len() < 4 {
+        let (request, send) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
+            .await
+            .unwrap_or_else(|_| panic!("timed out; requests so far: {seen:?}"))
+            .expect("client alive");
+        let (path, query) = (
+            request.uri().path().to_owned(),
+            request.uri().query().unwrap_or("").to_owned(),
+        );
+        crate::testing::api_script::record_call(
+            request.method().as_str(),
+            &format!("{path}?{query}"),
+        );
+        let watch = query.contains("watch=true");
+        let reply = match path.as_str() {
+            "/api/v1/namespaces/ns/pods" => {
+                assert!(query.contains("fieldSelector=status.phase"), "{query}");
+                empty("PodList")
+            }
+            "/apis/batch/v1/namespaces/ns/jobs" => empty("JobList"),
+            other => panic!("unexpected request {other}?{query}"),
+        };
+        seen.insert((path, watch));
+        if watch {
+            held_watches.push(send);
+            continue;
+        }
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&reply).expect("JSON")))
+                .expect("response"),
+        );
+    }
+    tokio::time::timeout(Duration::from_secs(2), &mut listed)
+        .await
+        .expect("synced once both listed")
+        .expect("ready called");
+    stop.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), controller)
+        .await
+        .expect("run returns after shutdown")
+        .expect("run does not panic");
+    assert!(result.is_ok(), "asked to stop: {result:?}");
+    drop(held_watches);
+}

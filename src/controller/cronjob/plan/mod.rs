@@ -3,7 +3,8 @@
 //!
 //! 1. [`active`]: which Jobs are running (drop finished and vanished ones, adopt running ones);
 //! 2. [`history`]: the last success and failure, and the finished Jobs beyond the limits;
-//! 3. [`scheduling`]: the time zone, the schedule, suspension, the due slot and the
+//!    [`failures`]: scheduled Jobs that failed in a row, and the failure policy's suspension;
+//! 3. [`scheduling`]: the time zone, the schedules, suspension, the due slot and the
 //!    concurrency policy;
 //! 4. [`manual`]: a run asked for with `kubectl kronjob trigger`;
 //!
@@ -12,6 +13,7 @@
 //! [`plan`] composes them into a [`Plan`]; the Jobs themselves are built by [`crate::job`].
 
 pub mod active;
+pub mod failures;
 pub mod history;
 pub mod manual;
 pub mod scheduling;
@@ -61,6 +63,8 @@ pub mod events {
     pub const UNKNOWN_TIME_ZONE: &str = "UnknownTimeZone";
     /// The API server refuses the Job the template makes.
     pub const INVALID_JOB_TEMPLATE: &str = "InvalidJobTemplate";
+    /// The failure policy suspended the CronJob (Warning).
+    pub const SUSPENDED_AFTER_FAILURES: &str = "SuspendedAfterFailures";
 }
 
 /// Manager settings the plan depends on.
@@ -132,6 +136,9 @@ pub struct Plan {
     pub actions: Vec<Action>,
     /// A manual run asked for, after the slot's run.
     pub manual: Option<manual::Manual>,
+    /// The failure policy's suspension: `spec.suspend: true` before anything else, and the
+    /// status only once the API server accepted it.
+    pub suspend: Option<failures::Suspension>,
     /// The status as of before the run: apply records the slot and the new Job (and drops
     /// replaced ones) only once the API server has accepted them, so a run that fails leaves
     /// the slot due.
@@ -225,12 +232,16 @@ pub fn plan_checked(
         cj.spec.successful_history_limit(),
         cj.spec.failed_history_limit(),
     ));
+    let mut tally = failures::tally(cj, &old, &owned);
+    let suspend = failures::suspension(cj, &tally);
 
     let seen = scheduling::Seen {
         cj,
         owned: &owned,
         active: &active,
         invalid_template,
+        suspended: (cj.spec.is_suspended() || suspend.is_some())
+            .then(|| failures::suspended(cj, &tally, &owned)),
     };
     let decided = scheduling::decide(seen, now, cfg);
     actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
@@ -241,6 +252,9 @@ pub fn plan_checked(
         match due.run {
             scheduling::Run::AlreadyCreated => {
                 status.last_schedule_time = Some(Time(due.slot));
+                if let Some(job) = slot_job(cj, &owned, due.slot) {
+                    failures::record_already_created(&mut tally, &old, job);
+                }
             }
             scheduling::Run::Skip => {}
             scheduling::Run::Create { job, replace } => {
@@ -256,13 +270,25 @@ pub fn plan_checked(
     actions.extend(warning);
     status.set_active(active);
     status.observed_generation = cj.metadata.generation;
+    status.consecutive_failures = tally.count;
+    status.schedule = Some(cj.spec.schedule_summary()).filter(|s| !s.is_empty());
     Plan {
         run,
         manual,
+        suspend,
         actions,
         status,
         requeue_after: decided.requeue_after,
     }
+}
+
+/// The Job of `slot` among `owned`.
+fn slot_job<'a>(cj: &CronJob, owned: &[&'a Job], slot: Timestamp) -> Option<&'a Job> {
+    let name = job::scheduled_name(cj.metadata.name.as_deref()?, slot);
+    owned
+        .iter()
+        .copied()
+        .find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
 }
 
 /// Record the `Ready` condition; a problem gets a Warning Event once, not on every reconcile it

@@ -11,10 +11,10 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
 use super::{Action, PlanConfig, event, events};
-use crate::api::{ConcurrencyPolicy, CronJob};
+use crate::api::{ConcurrencyPolicy, CronJob, ScheduleFieldsError};
 use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
-use crate::schedule::{self, Schedule, SlotError, SlotQuery};
+use crate::schedule::{self, ListError, Schedule, SlotError, SlotQuery};
 
 /// Padding added to every requeue so the next slot is due when we wake. Upstream pads 100 ms;
 /// waking early is harmless here (the reconcile finds nothing due yet, requeues for the rest
@@ -38,7 +38,11 @@ pub struct Readiness {
 }
 
 impl Readiness {
-    fn not_ready(reason: &'static str, message: String, warning: Option<&'static str>) -> Self {
+    pub(super) fn not_ready(
+        reason: &'static str,
+        message: String,
+        warning: Option<&'static str>,
+    ) -> Self {
         Self {
             ready: false,
             reason,
@@ -111,16 +115,17 @@ pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
     let name = cj.metadata.name.as_deref().unwrap_or_default();
     inputs_of(
-        &cj.spec.schedule,
+        cj.spec.schedule_exprs(),
         cj.spec.time_zone.as_deref(),
         namespace,
         name,
     )
 }
 
-/// [`inputs`] from the fields it reads: the schedule and zone of the CronJob `namespace/name`.
+/// [`inputs`] from the fields it reads: the schedule expressions (or why the spec names none)
+/// and zone of the CronJob `namespace/name`.
 pub fn inputs_of(
-    schedule: &str,
+    exprs: Result<&[String], ScheduleFieldsError>,
     time_zone: Option<&str>,
     namespace: &str,
     name: &str,
@@ -133,14 +138,33 @@ pub fn inputs_of(
         )
     })?;
     let key = format!("{namespace}/{name}");
-    let sched = Schedule::parse(schedule, &key).map_err(|e| {
+    let invalid = |message: String| {
         Readiness::not_ready(
             reason::INVALID_SCHEDULE,
-            format!("invalid schedule: {schedule:?} : {e}"),
+            message,
             Some(events::INVALID_SCHEDULE),
         )
-    })?;
+    };
+    let exprs = exprs.map_err(|e| invalid(format!("invalid schedule: {e}")))?;
+    let sched = Schedule::parse_each(exprs, &key)
+        .map_err(|e| invalid(format!("invalid schedule: {}", list_error(exprs, &e))))?;
     Ok((sched, tz))
+}
+
+/// What is wrong with the schedule expressions, naming the field of the one at fault:
+/// `"61 * * * *" : end of range ...` for `spec.schedule`, `spec.schedules[1] "61 * * * *" : ...`
+/// for one of several.
+fn list_error(exprs: &[String], e: &ListError) -> String {
+    match e {
+        ListError::Expr { expr, error, .. } if exprs.len() == 1 => format!("{expr:?} : {error}"),
+        ListError::Expr { index, expr, error } => {
+            format!("spec.schedules[{index}] {expr:?} : {error}")
+        }
+        ListError::EveryCombined { index, expr } => format!(
+            "spec.schedules[{index}] {expr:?} : @every cannot be combined with other schedules"
+        ),
+        ListError::Empty => e.to_string(),
+    }
 }
 
 /// The `Ready` condition of a CronJob whose Job template the API server refuses: `message` is
@@ -150,6 +174,16 @@ pub fn invalid_template(message: &str) -> Readiness {
         reason::INVALID_JOB_TEMPLATE,
         message.to_string(),
         Some(events::INVALID_JOB_TEMPLATE),
+    )
+}
+
+/// The `Ready` condition of a CronJob suspended by `spec.suspend` (see
+/// [`super::failures::suspended`] for one the failure policy suspended).
+pub fn suspended() -> Readiness {
+    Readiness::not_ready(
+        reason::SUSPENDED,
+        "spec.suspend is true: no new Jobs are created".into(),
+        None,
     )
 }
 
@@ -172,7 +206,7 @@ pub fn next_run(cj: &CronJob, now: Timestamp) -> Option<Timestamp> {
 }
 
 /// What the decision is about: the CronJob, the Jobs it controls and those still running.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub struct Seen<'a> {
     /// The CronJob (its `status.lastScheduleTime` anchors the missed-run search).
     pub cj: &'a CronJob,
@@ -182,6 +216,9 @@ pub struct Seen<'a> {
     pub active: &'a [ObjectReference],
     /// Why the API server refuses the Job the template makes, if it does: no slot runs.
     pub invalid_template: Option<&'a str>,
+    /// The `Ready` condition of the CronJob if it is suspended, by `spec.suspend` or by the
+    /// failure policy now ([`super::failures`]); `None` when it is not.
+    pub suspended: Option<Readiness>,
 }
 
 /// Decide for what was `seen` at `now`.
@@ -203,12 +240,8 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         Ok(inputs) => inputs,
         Err(readiness) => return Scheduling::idle(readiness),
     };
-    if cj.spec.is_suspended() {
-        return Scheduling::idle(Readiness::not_ready(
-            reason::SUSPENDED,
-            "spec.suspend is true: no new Jobs are created".into(),
-            None,
-        ));
+    if let Some(readiness) = seen.suspended.clone() {
+        return Scheduling::idle(readiness);
     }
     if let Some(message) = seen.invalid_template {
         return Scheduling::idle(invalid_template(message));
@@ -230,7 +263,7 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
             };
             return Scheduling::idle(Readiness::not_ready(
                 why,
-                format!("invalid schedule: {:?} : {e}", cj.spec.schedule),
+                format!("invalid schedule: {} : {e}", sched.describe()),
                 Some(events::INVALID_SCHEDULE),
             ));
         }
@@ -240,8 +273,13 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
             ready: true,
             reason: reason::SCHEDULED,
             message: format!(
-                "schedule {:?} in time zone {}",
-                cj.spec.schedule,
+                "{} {} in time zone {}",
+                if sched.len() > 1 {
+                    "schedules"
+                } else {
+                    "schedule"
+                },
+                sched.describe(),
                 tz.iana_name().unwrap_or("UTC")
             ),
             warning: None,

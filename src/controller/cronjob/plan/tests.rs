@@ -380,9 +380,501 @@ fn schedule_edit_replans_with_new_spec() {
         plan(&cj, &[], now, &PlanConfig::default()).requeue_after,
         Some(d(30 * 60 + 1))
     );
-    cj.spec.schedule = "*/1 * * * *".into();
+    cj.spec.schedule = Some("*/1 * * * *".into());
     assert_eq!(
         plan(&cj, &[], now, &PlanConfig::default()).requeue_after,
         Some(d(1))
     );
+}
+
+/// The plan's Job name and scheduled-at annotation, if it creates one.
+fn created(p: &Plan) -> Vec<(String, String)> {
+    p.creates()
+        .map(|j| {
+            let name = j.metadata.name.clone().unwrap_or_default();
+            let at = j
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION_SCHEDULED_AT).cloned())
+                .unwrap_or_default();
+            (name, at)
+        })
+        .collect()
+}
+
+#[test]
+fn several_schedules_run_each_instant_once_over_merged_slots() {
+    use fixtures::CronJobFixture;
+    // (what, schedules, zone, deadline, lastScheduleTime, now, Jobs created, next, events)
+    type Case<'a> = (
+        &'a str,
+        &'a [&'a str],
+        Option<&'a str>,
+        Option<i64>,
+        &'a str,
+        &'a str,
+        &'a [(&'a str, &'a str)],
+        Option<&'a str>,
+        &'a [&'a str],
+    );
+    let cases: &[Case] = &[
+        (
+            "minute 6 matches both: one Job",
+            &["*/2 * * * *", "*/3 * * * *"],
+            None,
+            None,
+            "2016-05-19T10:04:00Z",
+            "2016-05-19T10:06:10Z",
+            &[("cj-24394206", "2016-05-19T10:06:00Z")],
+            Some("2016-05-19T10:08:00Z"),
+            &[],
+        ),
+        (
+            "minute 9 matches the second only",
+            &["*/2 * * * *", "*/3 * * * *"],
+            None,
+            None,
+            "2016-05-19T10:08:00Z",
+            "2016-05-19T10:09:01Z",
+            &[("cj-24394209", "2016-05-19T10:09:00Z")],
+            Some("2016-05-19T10:10:00Z"),
+            &[],
+        ),
+        (
+            "after 12 minutes down the latest merged slot runs, within the deadline",
+            &["*/2 * * * *", "*/3 * * * *"],
+            None,
+            Some(211),
+            "2016-05-19T10:00:00Z",
+            "2016-05-19T10:12:30Z",
+            &[("cj-24394212", "2016-05-19T10:12:00Z")],
+            Some("2016-05-19T10:14:00Z"),
+            &[],
+        ),
+        (
+            "a slot past the deadline waits for the next, with MissSchedule",
+            &["0 9 * * *", "0 17 * * *"],
+            None,
+            Some(3600),
+            "2016-05-19T09:00:00Z",
+            "2016-05-20T08:00:00Z",
+            &[],
+            Some("2016-05-20T09:00:00Z"),
+            &[events::MISS_SCHEDULE],
+        ),
+        (
+            "spring forward: 02:30 and */30 meet at the jump, one Job at 03:00",
+            &["30 2 * * *", "*/30 * * * *"],
+            Some("America/New_York"),
+            None,
+            "2024-03-10T06:30:00Z",
+            "2024-03-10T07:00:05Z",
+            &[("cj-28500900", "2024-03-10T03:00:00-04:00")],
+            Some("2024-03-10T07:30:00Z"),
+            &[],
+        ),
+        (
+            "fall back: the hourly runs in the second 01:00, the fixed 01:30 does not again",
+            &["30 1 * * *", "0 * * * *"],
+            Some("America/New_York"),
+            None,
+            "2024-11-03T05:30:00Z",
+            "2024-11-03T06:00:05Z",
+            &[("cj-28843560", "2024-11-03T01:00:00-05:00")],
+            Some("2024-11-03T07:00:00Z"),
+            &[],
+        ),
+    ];
+    for (what, exprs, tz, deadline, last, now, want, next, want_events) in cases {
+        let mut cj = fixtures::cronjob("unused")
+            .schedules(exprs)
+            .created_at("2016-05-19T00:00:00Z")
+            .last_scheduled(last);
+        if let Some(tz) = tz {
+            cj = cj.zone(tz);
+        }
+        if let Some(d) = deadline {
+            cj = cj.deadline(*d);
+        }
+        let p = plan(&cj, &[], t(now), &PlanConfig::default());
+        let want: Vec<(String, String)> = want
+            .iter()
+            .map(|(n, a)| (n.to_string(), a.to_string()))
+            .collect();
+        assert_eq!(created(&p), want, "{what}: Jobs");
+        assert_eq!(
+            p.status.next_schedule_time.as_ref().map(|t| t.0),
+            next.map(t),
+            "{what}: next"
+        );
+        let reasons: Vec<&str> = p.events().map(|(_, r)| r).collect();
+        assert_eq!(reasons, *want_events, "{what}: events");
+        assert_eq!(
+            p.status.schedule.as_deref(),
+            Some(format!("{} (+1)", exprs[0]).as_str()),
+            "{what}: the summary"
+        );
+    }
+}
+
+#[test]
+fn the_job_of_a_merged_slot_is_created_once_whatever_matches_it() {
+    use fixtures::CronJobFixture;
+    let cj = fixtures::cronjob("unused")
+        .schedules(&["*/2 * * * *", "*/3 * * * *"])
+        .last_scheduled("2016-05-19T10:04:00Z");
+    let slot = t("2016-05-19T10:06:00Z");
+    let mut job = crate::job::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    job.metadata.uid = Some("u6".into());
+    let p = plan(
+        &cj,
+        &[Arc::new(job)],
+        t("2016-05-19T10:06:30Z"),
+        &PlanConfig::default(),
+    );
+    assert_eq!(p.creates().count(), 0, "already created");
+    assert_eq!(p.status.last_schedule_time, Some(Time(slot)));
+    let ready = &p.status.conditions[0];
+    assert_eq!(ready.reason, "Scheduled");
+    assert_eq!(
+        ready.message,
+        "schedules [\"*/2 * * * *\", \"*/3 * * * *\"] in time zone UTC"
+    );
+}
+
+#[test]
+fn an_invalid_schedule_entry_or_none_at_all_is_reported_with_its_field() {
+    use fixtures::CronJobFixture;
+    let bad = fixtures::cronjob("unused").schedules(&["0 * * * *", "61 * * * *"]);
+    let mut neither = fixtures::cronjob("unused");
+    neither.spec.schedule = None;
+    let mut every = fixtures::cronjob("unused").schedules(&["0 * * * *", "@every 1h"]);
+    every.spec.suspend = Some(false);
+    let cases = [
+        (
+            bad,
+            "invalid schedule: spec.schedules[1] \"61 * * * *\" : end of range (61) above maximum (59): 61",
+        ),
+        (
+            neither,
+            "invalid schedule: one of spec.schedule and spec.schedules is required",
+        ),
+        (
+            every,
+            "invalid schedule: spec.schedules[1] \"@every 1h\" : @every cannot be combined with other schedules",
+        ),
+    ];
+    for (cj, want) in cases {
+        let p = plan(&cj, &[], just_after_the_hour(), &PlanConfig::default());
+        let ready = &p.status.conditions[0];
+        assert_eq!(
+            (ready.reason.as_str(), ready.message.as_str()),
+            ("InvalidSchedule", want)
+        );
+        assert_eq!(p.creates().count(), 0);
+        assert_eq!(
+            p.events().collect::<Vec<_>>(),
+            vec![(EventType::Warning, events::INVALID_SCHEDULE)]
+        );
+    }
+}
+
+/// A `Ready` condition with this reason.
+fn ready(reason: &str) -> Condition {
+    Condition {
+        type_: "Ready".into(),
+        status: if reason == "Scheduled" {
+            "True"
+        } else {
+            "False"
+        }
+        .into(),
+        reason: reason.into(),
+        message: String::new(),
+        observed_generation: Some(1),
+        last_transition_time: Time(t("2016-05-19T09:00:00Z")),
+    }
+}
+
+/// A Job listed in `status.active`: its name, kind (`scheduled`, `manual`, or `missing`: listed
+/// but gone) and how and when it ended.
+type Listed = (
+    &'static str,
+    &'static str,
+    Option<(&'static str, &'static str)>,
+);
+
+/// One row of the failure policy's table.
+struct FailureRow {
+    what: &'static str,
+    /// `suspendAfterConsecutiveFailures`.
+    limit: Option<i32>,
+    /// `spec.suspend`.
+    suspended: bool,
+    /// The `Ready` reason the status had.
+    was: &'static str,
+    /// `status.consecutiveFailures` before.
+    count: i32,
+    /// The Jobs listed in `status.active`, as (name, kind, how and when it ended).
+    listed: &'static [Listed],
+    /// `status.consecutiveFailures` after.
+    want_count: i32,
+    /// The suspension asked for, as (count, last failed Job).
+    want_suspend: Option<(i32, Option<&'static str>)>,
+    /// The `Ready` reason after.
+    want_ready: &'static str,
+    /// Whether the due 10:00 slot runs.
+    want_run: bool,
+}
+
+fn failure_rows() -> Vec<FailureRow> {
+    let row = |what| FailureRow {
+        what,
+        limit: Some(3),
+        suspended: false,
+        was: "Scheduled",
+        count: 0,
+        listed: &[],
+        want_count: 0,
+        want_suspend: None,
+        want_ready: "Scheduled",
+        want_run: true,
+    };
+    const F1: (&str, &str) = ("Failed", "2016-05-19T09:30:00Z");
+    const F2: (&str, &str) = ("Failed", "2016-05-19T09:40:00Z");
+    const OK: (&str, &str) = ("Complete", "2016-05-19T09:35:00Z");
+    vec![
+        FailureRow {
+            listed: &[("a", "scheduled", Some(F1))],
+            want_count: 1,
+            ..row("a scheduled failure counts")
+        },
+        FailureRow {
+            count: 2,
+            listed: &[("a", "scheduled", Some(OK))],
+            want_count: 0,
+            ..row("a success resets")
+        },
+        FailureRow {
+            count: 1,
+            listed: &[("b", "scheduled", Some(F2)), ("a", "scheduled", Some(OK))],
+            want_count: 1,
+            ..row("a success, then a failure: in the order they finished")
+        },
+        FailureRow {
+            count: 1,
+            listed: &[("a", "scheduled", Some(F1)), ("b", "scheduled", Some(OK))],
+            want_count: 0,
+            ..row("a failure, then a success")
+        },
+        FailureRow {
+            count: 1,
+            listed: &[("m", "manual", Some(F1))],
+            want_count: 1,
+            ..row("a failed manual run does not count")
+        },
+        FailureRow {
+            count: 1,
+            listed: &[("m", "manual", Some(OK))],
+            want_count: 1,
+            ..row("a successful manual run does not reset")
+        },
+        FailureRow {
+            count: 1,
+            listed: &[("gone", "missing", None)],
+            want_count: 1,
+            ..row("a Job deleted while it ran is no failure")
+        },
+        FailureRow {
+            count: 1,
+            listed: &[("r", "scheduled", None)],
+            want_count: 1,
+            want_run: true,
+            ..row("a running Job is no failure")
+        },
+        FailureRow {
+            count: 2,
+            listed: &[("a", "scheduled", Some(F1))],
+            want_count: 3,
+            want_suspend: Some((3, Some("a"))),
+            want_ready: "SuspendedAfterFailures",
+            want_run: false,
+            ..row("the third failure in a row suspends: the due slot does not run")
+        },
+        FailureRow {
+            limit: None,
+            count: 2,
+            listed: &[("a", "scheduled", Some(F1))],
+            want_count: 3,
+            ..row("without a policy the count is only kept")
+        },
+        FailureRow {
+            count: 3,
+            suspended: true,
+            was: "SuspendedAfterFailures",
+            want_count: 3,
+            want_ready: "SuspendedAfterFailures",
+            want_run: false,
+            ..row("suspended at the limit: no second suspension")
+        },
+        FailureRow {
+            count: 3,
+            was: "SuspendedAfterFailures",
+            want_count: 0,
+            ..row("a resume resets the count and runs the latest slot")
+        },
+        FailureRow {
+            count: 2,
+            was: "Suspended",
+            want_count: 0,
+            ..row("any resume resets")
+        },
+        FailureRow {
+            count: 2,
+            suspended: true,
+            was: "Suspended",
+            want_count: 2,
+            want_ready: "Suspended",
+            want_run: false,
+            ..row("suspended by hand below the limit")
+        },
+        FailureRow {
+            limit: Some(2),
+            count: 3,
+            want_count: 3,
+            want_suspend: Some((3, None)),
+            want_ready: "SuspendedAfterFailures",
+            want_run: false,
+            ..row("a limit lowered below the count suspends")
+        },
+    ]
+}
+
+/// The fixture CronJob on the hour, its 10:00 slot due, with the row's policy and history.
+fn failure_case(r: &FailureRow) -> (CronJob, Vec<Arc<Job>>) {
+    use fixtures::CronJobFixture;
+    let mut cj = cronjob(ON_THE_HOUR).last_scheduled("2016-05-19T09:00:00Z");
+    if let Some(limit) = r.limit {
+        cj = cj.suspend_after(limit);
+    }
+    if r.suspended {
+        cj = cj.suspended();
+    }
+    let mut jobs = Vec::new();
+    let mut listed = Vec::new();
+    for (name, kind, end) in r.listed {
+        let mut job = fixtures::job(name);
+        job = match *kind {
+            "manual" => job.manual(),
+            _ => job.scheduled(),
+        };
+        job = match end {
+            Some(("Failed", at)) => job.failed_at(at),
+            Some((_, at)) => job.complete_at(at),
+            None => job,
+        };
+        listed.push(job_ref(&job));
+        if *kind != "missing" {
+            jobs.push(Arc::new(job));
+        }
+    }
+    let status = cj.status.get_or_insert_default();
+    status.set_active(listed);
+    status.consecutive_failures = r.count;
+    status.conditions = vec![ready(r.was)];
+    (cj, jobs)
+}
+
+#[test]
+fn failure_policy_table() {
+    for r in failure_rows() {
+        let (cj, jobs) = failure_case(&r);
+        let p = plan(&cj, &jobs, just_after_the_hour(), &PlanConfig::default());
+        let what = r.what;
+        assert_eq!(p.status.consecutive_failures, r.want_count, "{what}: count");
+        let suspend = p
+            .suspend
+            .as_ref()
+            .map(|s| (s.count, s.last_failed.as_deref()));
+        assert_eq!(suspend, r.want_suspend, "{what}: suspension");
+        let ready = &p.status.conditions[0];
+        assert_eq!(ready.reason, r.want_ready, "{what}: Ready");
+        assert_eq!(p.scheduled().is_some(), r.want_run, "{what}: run");
+        if r.want_ready == "SuspendedAfterFailures" {
+            assert_eq!(p.status.next_schedule_time, None, "{what}: no next run");
+            assert_eq!(p.requeue_after, None, "{what}: waits for a change");
+        }
+        // The status the plan writes (after the spec patch, when it suspends) counts each Job
+        // once: planning again from it changes nothing more.
+        let mut again = cj.clone();
+        again.status = Some(p.status.clone());
+        if p.suspend.is_some() {
+            again.spec.suspend = Some(true);
+        }
+        let p2 = plan(&again, &jobs, just_after_the_hour(), &PlanConfig::default());
+        assert_eq!(
+            p2.status.consecutive_failures, r.want_count,
+            "{what}: again"
+        );
+    }
+}
+
+#[test]
+fn the_suspension_names_the_count_and_the_last_failed_job_and_keeps_that_message() {
+    use fixtures::CronJobFixture;
+    let r = FailureRow {
+        count: 2,
+        listed: &[(
+            "cj-24394140",
+            "scheduled",
+            Some(("Failed", "2016-05-19T09:01:30Z")),
+        )],
+        ..failure_rows().remove(0)
+    };
+    let (cj, jobs) = failure_case(&r);
+    let p = plan(&cj, &jobs, just_after_the_hour(), &PlanConfig::default());
+    let want = "3 scheduled Jobs failed in a row, the last cj-24394140: suspended by failurePolicy.suspendAfterConsecutiveFailures (3); resume to schedule again";
+    assert_eq!(
+        p.suspend.as_ref().map(|s| s.message()).as_deref(),
+        Some(want)
+    );
+    assert_eq!(p.status.conditions[0].message, want);
+    // Once suspended (the Job trimmed away by the history limit), the condition keeps naming it.
+    let suspended = CronJob {
+        status: Some(p.status.clone()),
+        ..cj.clone().suspended()
+    };
+    let p2 = plan(
+        &suspended,
+        &[],
+        just_after_the_hour(),
+        &PlanConfig::default(),
+    );
+    assert_eq!(p2.status.conditions[0].message, want);
+    assert_eq!(p2.suspend, None);
+    assert_eq!(p2.events().count(), 0, "no second warning");
+}
+
+#[test]
+fn a_failed_job_of_a_slot_created_before_a_lost_status_write_counts_once() {
+    use fixtures::CronJobFixture;
+    let cj = cronjob(ON_THE_HOUR)
+        .last_scheduled("2016-05-19T09:00:00Z")
+        .suspend_after(1);
+    let slot = top_of_the_hour();
+    let mut job = crate::job::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    job.metadata.uid = Some("u10".into());
+    let job = job.failed_at("2016-05-19T10:00:40Z");
+    let jobs = vec![Arc::new(job)];
+    let p = plan(&cj, &jobs, just_after_the_hour(), &PlanConfig::default());
+    assert_eq!(p.creates().count(), 0);
+    assert_eq!(p.status.last_schedule_time, Some(Time(slot)));
+    assert_eq!(p.status.consecutive_failures, 1);
+    // The next reconcile sees the count at the limit and suspends; the Job is not counted again.
+    let mut next = cj.clone();
+    next.status = Some(p.status.clone());
+    let p2 = plan(&next, &jobs, just_after_the_hour(), &PlanConfig::default());
+    assert_eq!(p2.status.consecutive_failures, 1);
+    assert_eq!(p2.suspend.as_ref().map(|s| s.count), Some(1));
 }
