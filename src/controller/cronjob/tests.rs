@@ -834,3 +834,72 @@ async fn a_create_refused_as_invalid_stops_the_generation_without_retries() {
     let ctx = h.verdict(server).await;
     assert_eq!(ctx.failures.get(&ObjectRef::new("cj").within("ns")), 0);
 }
+
+/// The failure policy's suspension: the generation-guarded spec patch, then the status on top
+/// of the patched CronJob (its resourceVersion the precondition, not the cached one); a
+/// reconcile on the cache that still shows the CronJob from before the patch plans from the
+/// patched CronJob and its written status, and makes no request.
+#[tokio::test]
+async fn the_failure_policys_suspension_writes_the_status_on_the_patched_version() {
+    let failed = job("a").scheduled().failed_at("2016-05-19T10:00:30Z");
+    let mut cj = cronjob("0 * * * *")
+        .last_scheduled("2016-05-19T10:00:00Z")
+        .suspend_after(1);
+    cj.metadata.generation = Some(1);
+    cj.status
+        .get_or_insert_default()
+        .set_active(vec![crate::job::job_ref(&failed)]);
+    let mut patched = serde_json::to_value(&cj).expect("json");
+    patched["spec"]["suspend"] = json!(true);
+    patched["metadata"]["generation"] = json!(2);
+    patched["metadata"]["resourceVersion"] = json!("5");
+    let answer = patched.clone();
+    let (h, script) = Harness::new(vec![failed]);
+    let server = script.run(vec![
+        Expect::patch(CRONJOB).answer(move |body| {
+            assert_eq!(
+                *body,
+                json!([
+                    {"op": "test", "path": "/metadata/generation", "value": 1},
+                    {"op": "add", "path": "/spec/suspend", "value": true}
+                ])
+            );
+            (StatusCode::OK, answer.clone())
+        }),
+        event("SuspendedAfterFailures", "Warning"),
+        event("SawCompletedJob", "Normal"),
+        Expect::patch(STATUS)
+            .answer(move |body| {
+                assert_eq!(
+                    body["metadata"]["resourceVersion"], "5",
+                    "the patched version"
+                );
+                assert_eq!(body["status"]["consecutiveFailures"], 1);
+                assert_eq!(body["status"]["observedGeneration"], 2);
+                // As the API server applies a merge patch: a null removes the field.
+                let mut written = patched.clone();
+                json_patch::merge(&mut written["status"], &body["status"]);
+                written["metadata"]["resourceVersion"] = json!("6");
+                (StatusCode::OK, written)
+            })
+            .unordered(),
+    ]);
+    h.reconcile(cj.clone()).await.expect("suspends");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The watch has shown neither the patch nor the status write: views show the patched
+    // CronJob with the status planned on it (written on top of it by now, or about to be).
+    h.reconcile(cj.clone()).await.expect("nothing more");
+    let view = h.ctx.status.view(cached(&cj));
+    assert_eq!(view.spec.suspend, Some(true));
+    let planned = view.status.clone().expect("status");
+    assert_eq!(planned.consecutive_failures, 1);
+    let ctx = h.verdict(server).await;
+    let view = ctx.status.view(cached(&cj));
+    assert_eq!(view.metadata.resource_version.as_deref(), Some("6"));
+    assert_eq!(
+        view.spec.suspend,
+        Some(true),
+        "the patched spec, not the cache's"
+    );
+    assert_eq!(view.status, Some(planned));
+}

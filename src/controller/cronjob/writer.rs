@@ -78,6 +78,28 @@ enum Newer {
     Read(Arc<CachedCronJob>),
 }
 
+impl Newer {
+    /// `self`, which superseded `older`: a written status over a whole object is that object
+    /// with the written version and status.
+    fn onto(self, older: Newer) -> Newer {
+        match (self, older) {
+            (
+                Newer::Written {
+                    resource_version,
+                    status,
+                },
+                Newer::Read(base),
+            ) => {
+                let mut object = CachedCronJob::clone(&base);
+                object.metadata.resource_version = resource_version;
+                object.status = status.map(|s| *s);
+                Newer::Read(Arc::new(object))
+            }
+            (newer, _) => newer,
+        }
+    }
+}
+
 impl Known {
     fn resource_version(&self) -> Option<&str> {
         match &self.newer {
@@ -122,11 +144,15 @@ impl State {
     }
 
     /// Record that `newer` is the CronJob now, superseding `base_rv` (and whatever `base_rv`
-    /// itself superseded).
+    /// itself superseded). A status written on top of a whole object we know (read after a
+    /// conflict, or our spec patch's answer) goes into that object: the cache's older copy
+    /// has neither its spec nor its metadata.
     fn learn(&mut self, key: &Key, base_rv: Option<String>, newer: Newer) {
-        let mut stale = match self.known.remove(key) {
-            Some(old) if old.resource_version() == base_rv.as_deref() => old.stale,
-            _ => Vec::new(),
+        let (mut stale, newer) = match self.known.remove(key) {
+            Some(old) if old.resource_version() == base_rv.as_deref() => {
+                (old.stale, newer.onto(old.newer))
+            }
+            _ => (Vec::new(), newer),
         };
         stale.extend(base_rv);
         if stale.len() > STALE_KEPT {
