@@ -5,6 +5,7 @@ use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
+use kronjob::controller::cache::SlimJob;
 use kronjob::controller::cronjob::plan::{PlanConfig, plan};
 use kronjob::controller::index::owner_index;
 use kube::runtime::watcher::Event;
@@ -27,12 +28,13 @@ fn bench(c: &mut Criterion) {
         for i in 0..unrelated {
             // Unrelated Jobs, spread over 1,000 other CronJobs.
             let owner = format!("owner-{}-uid", i % 1000);
-            writer.apply_watcher_event(&Event::InitApply(
+            writer.apply_watcher_event(&Event::InitApply(SlimJob(
                 job(&format!("other-{i}")).owned_by(&owner),
-            ));
+            )));
         }
         for i in 0..3 {
-            writer.apply_watcher_event(&Event::InitApply(job(&format!("cj-{i}")).scheduled()));
+            let mine = job(&format!("cj-{i}")).scheduled();
+            writer.apply_watcher_event(&Event::InitApply(SlimJob(mine)));
         }
         writer.apply_watcher_event(&Event::InitDone);
         let uid = cj.metadata.uid.clone().expect("uid");

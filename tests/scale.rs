@@ -6,7 +6,9 @@
 //! - nothing at all in a minute where nothing is due;
 //! - a finishing Job costs one status write and one Event more;
 //! - the Job template check costs one dry-run create per CronJob generation, when it is first
-//!   seen: none per slot, none after a restart (the status records the check).
+//!   seen: none per slot, none after a restart (the status records the check);
+//! - a restart with nothing changed writes nothing: every CronJob is reconciled, no status;
+//! - the same at 10,000 CronJobs: one Job POST, one status write, one Event each, per slot.
 //!
 //! and the per-CronJob series the controller's cache feeds at scrape time.
 
@@ -297,6 +299,89 @@ async fn after_an_api_outage_the_missed_slot_runs_at_once_and_the_next_ones_on_t
         "missed slot {missed_max} s after the return"
     );
     assert!(next_max <= 1.0, "next slots' skew {next_max} s");
+    running.shut_down().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_restart_with_nothing_changed_reconciles_every_cronjob_and_writes_nothing() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    seed(&sim, "* * * * *");
+    let running = settled(&sim, clock.clone()).await;
+    running.shut_down().await;
+    sim.clear_requests();
+    // Restarted at 10:00:35; 10 s after its caches listed it is still before the 10:01 slot.
+    let mut running = run_cronjob_controller(&sim, clock.clone(), 16);
+    (&mut running.synced).await.expect("caches synced");
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(clock_now(&clock) < t("2024-01-01T10:01:00Z"));
+    let reconciles = running.metrics.reconciles.get();
+    let counts = writes(&sim);
+    record_calls(&sim);
+    assert!(
+        reconciles >= CRONJOBS as u64,
+        "{reconciles} reconciles for {CRONJOBS} CronJobs"
+    );
+    assert!(counts.is_empty(), "writes at a restart: {counts:?}");
+    running.shut_down().await;
+}
+
+/// 10,000 CronJobs due every minute, with the measured cost model: after the first start (one
+/// dry run and one status write each), the 10:01 slot costs one Job POST, one status write and
+/// one Event per CronJob and nothing else, and every Job is there once.
+#[tokio::test(start_paused = true)]
+async fn ten_thousand_cronjobs_cost_one_post_one_status_write_and_one_event_each_per_slot() {
+    const MANY: usize = 10_000;
+    let clock = TokioClock::new(t("2024-01-01T10:00:00Z"));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    for i in 0..MANY {
+        sim.insert(cronjob_json(
+            "load",
+            &format!("cj-{i:05}"),
+            "* * * * *",
+            "2024-01-01T09:00:00Z",
+            Some("2024-01-01T10:00:00Z"),
+        ));
+    }
+    let mut running = run_cronjob_controller(&sim, clock.clone(), 32);
+    (&mut running.synced).await.expect("caches synced");
+    // The first start: a dry run and a status write per CronJob, well before 10:01.
+    tokio::time::sleep(Duration::from_secs(40)).await;
+    let first = writes(&sim);
+    assert_eq!(count(&first, "patch cronjobs/status"), MANY, "{first:?}");
+    sim.clear_requests();
+    let before = running.metrics.reconciles.get();
+    // Through the 10:01 slot and 50 s past it.
+    tokio::time::sleep(Duration::from_secs(70)).await;
+    let counts = writes(&sim);
+    let reconciles = running.metrics.reconciles.get() - before;
+    let requests = sim.requests();
+    let slot = t("2024-01-01T10:01:00Z");
+    let mut skews: Vec<f64> = requests
+        .iter()
+        .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201 && !r.dry_run)
+        .map(|r| r.at.duration_since(slot).as_secs_f64())
+        .collect();
+    skews.sort_by(f64::total_cmp);
+    let p99 = skews
+        .get(skews.len() * 99 / 100)
+        .copied()
+        .unwrap_or_default();
+    println!(
+        "one slot, {MANY} CronJobs: {counts:?}, {reconciles} reconciles, create p99 {p99:.2} s \
+         (virtual time, cost model)"
+    );
+    assert_eq!(count(&counts, "create jobs"), MANY, "{counts:?}");
+    assert_eq!(count(&counts, "patch cronjobs/status"), MANY, "{counts:?}");
+    assert_eq!(count(&counts, "create events"), MANY, "{counts:?}");
+    assert_eq!(
+        counts.values().sum::<usize>(),
+        3 * MANY,
+        "nothing else: {counts:?}"
+    );
+    assert!(reconciles <= 2 * MANY as u64, "{reconciles} reconciles");
+    let jobs = sim.list(&kronjob_apisim::Resource::jobs(), Some("load"));
+    assert_eq!(jobs.len(), MANY, "every Job once");
     running.shut_down().await;
 }
 

@@ -1,6 +1,6 @@
 //! Heap bytes per cached object, measured with a counting allocator on real objects (the
-//! run's CronJobs and Jobs, listed from the API server): what each cache of the manager holds
-//! today, and what smaller records would hold.
+//! run's CronJobs and Jobs, listed from the API server): what each cache of the manager holds,
+//! next to the whole objects it no longer keeps.
 
 use std::collections::HashMap;
 use std::fmt::Write as _;
@@ -14,6 +14,7 @@ use serde::Serialize;
 use stats_alloc::Region;
 
 use kronjob::api::CronJob;
+use kronjob::controller::cache::{CachedCronJob, SlimJob};
 use kronjob::controller::index;
 use kronjob::job as jobs;
 
@@ -177,10 +178,19 @@ fn cronjob_rows(rows: &mut Vec<Row>, texts: &[String]) {
         template as f64,
         0.0,
     );
+    drop(slim);
+    let (cached, b, k) = live(|| parse::<CachedCronJob>(texts));
+    row(
+        rows,
+        "CronJob: decoded as the manager caches it (CachedCronJob, templates shared)",
+        n,
+        b,
+        k,
+    );
     let (store, b, k) = live(|| {
-        let (reader, mut writer) = reflector::store::<CronJob>();
+        let (reader, mut writer) = reflector::store::<CachedCronJob>();
         writer.apply_watcher_event(&Event::Init);
-        for cj in &slim {
+        for cj in &cached {
             writer.apply_watcher_event(&Event::InitApply(cj.clone()));
         }
         writer.apply_watcher_event(&Event::InitDone);
@@ -188,7 +198,7 @@ fn cronjob_rows(rows: &mut Vec<Row>, texts: &[String]) {
     });
     row(
         rows,
-        "CronJob: in the reflector store (slimmed, Arc, key, map)",
+        "CronJob: in the manager's reflector store (CachedCronJob, Arc, key, map)",
         n,
         b,
         k,
@@ -221,10 +231,19 @@ fn job_rows(rows: &mut Vec<Row>, texts: &[String]) {
         b,
         k,
     );
+    drop(slim);
+    let (decoded, b, k) = live(|| parse::<SlimJob>(texts));
+    row(
+        rows,
+        "Job: decoded slim as the manager reads it (SlimJob)",
+        n,
+        b,
+        k,
+    );
     let (indexed, b, k) = live(|| {
         let (reader, mut writer) = index::owner_index();
         writer.apply_watcher_event(&Event::Init);
-        for job in &slim {
+        for job in &decoded {
             writer.apply_watcher_event(&Event::InitApply(job.clone()));
         }
         writer.apply_watcher_event(&Event::InitDone);
@@ -232,13 +251,13 @@ fn job_rows(rows: &mut Vec<Row>, texts: &[String]) {
     });
     row(
         rows,
-        "Job: in the owner index (metadata + status, keys, owner sets)",
+        "Job: in the owner index (CachedJob, keys, owner lists)",
         n,
         b,
         k,
     );
     drop(indexed);
-    drop(slim);
+    drop(decoded);
     let (meta, b, k) = live(|| {
         let mut v = parse::<PartialObjectMeta<Job>>(texts);
         v.iter_mut().for_each(|m| m.metadata.managed_fields = None);

@@ -213,15 +213,24 @@ pub enum ScheduleFieldsError {
     Both,
 }
 
+/// The schedule expressions of a spec with `schedule` and `schedules`: `schedule` as the only
+/// one, or `schedules`.
+pub fn schedule_exprs<'a>(
+    schedule: Option<&'a String>,
+    schedules: Option<&'a [String]>,
+) -> Result<&'a [String], ScheduleFieldsError> {
+    match (schedule, schedules) {
+        (Some(one), None) => Ok(std::slice::from_ref(one)),
+        (None, Some(list)) => Ok(list),
+        (Some(_), Some(_)) => Err(ScheduleFieldsError::Both),
+        (None, None) => Err(ScheduleFieldsError::Neither),
+    }
+}
+
 impl CronJobSpec {
     /// The schedule expressions: `schedule` as the only one, or `schedules`.
     pub fn schedule_exprs(&self) -> Result<&[String], ScheduleFieldsError> {
-        match (&self.schedule, &self.schedules) {
-            (Some(one), None) => Ok(std::slice::from_ref(one)),
-            (None, Some(list)) => Ok(list),
-            (Some(_), Some(_)) => Err(ScheduleFieldsError::Both),
-            (None, None) => Err(ScheduleFieldsError::Neither),
-        }
+        schedule_exprs(self.schedule.as_ref(), self.schedules.as_deref())
     }
 
     /// The schedule in one line, as `status.schedule` and the SCHEDULE columns show it: the

@@ -3,24 +3,38 @@
 //! is counted on the first one's `series` (a PATCH) instead of making a new Event; an Event
 //! whose note differs is an Event of its own.
 //!
+//! Of each published Event the recorder remembers its name, count and last time (~100 bytes),
+//! in an LRU of at most [`CACHE_CAPACITY`]: a publish costs O(1) whatever was published before,
+//! and the memory stays bounded with tens of thousands of CronJobs. The API server's answers
+//! are not decoded.
+//!
 //! kube-runtime's `Recorder` leaves the note out of what makes two Events the same, so every
 //! `SuccessfulCreate` of a CronJob within six minutes of the previous one was counted on the
 //! first, and the note a user saw kept naming the first Job created, however many came after.
 
-use std::collections::HashMap;
+use std::borrow::Cow;
+use std::hash::{BuildHasher, Hash};
+use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ObjectReference;
-use k8s_openapi::api::events::v1::{Event as K8sEvent, EventSeries};
+use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
+use kube::Client;
 use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::runtime::events::{Event, EventType, Reporter};
-use kube::{Client, ResourceExt};
+use lru::LruCache;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// How long a published Event is remembered: a repeat within this (of the last time it was
 /// seen) is counted on it.
 pub const CACHE_TTL: SignedDuration = SignedDuration::from_mins(6);
+
+/// Most Events remembered; beyond, the least recently seen is forgotten (a repeat of it is
+/// then a new Event). About 100 bytes each.
+pub const CACHE_CAPACITY: usize = 16_384;
 
 /// What makes two Events the same: everything but the time.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -62,12 +76,86 @@ fn type_name(type_: EventType) -> &'static str {
     }
 }
 
+/// What is remembered of a published Event: its name, how often it was seen, and when last.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Seen {
+    name: Box<str>,
+    count: i32,
+    last: Timestamp,
+}
+
+/// The Events published within [`CACHE_TTL`], least recently seen first out, by a 128-bit digest
+/// of their [`Key`] (two independently keyed hashes: no two Events of a process's life are
+/// confused).
+struct Published {
+    seen: LruCache<u128, Seen>,
+    hashers: (std::hash::RandomState, std::hash::RandomState),
+}
+
+impl Published {
+    fn digest(&self, key: &Key) -> u128 {
+        let high = self.hashers.0.hash_one(key);
+        let low = self.hashers.1.hash_one(key);
+        (u128::from(high) << 64) | u128::from(low)
+    }
+}
+
+impl Default for Published {
+    fn default() -> Self {
+        Published {
+            seen: LruCache::new(NonZeroUsize::MIN.saturating_add(CACHE_CAPACITY - 1)),
+            hashers: Default::default(),
+        }
+    }
+}
+
+/// An Event as sent (whole) and as its answer is read (not at all: skipped unallocated).
+#[derive(Debug, Clone, Default)]
+struct Sent(K8sEvent);
+
+impl Serialize for Sent {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for Sent {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        serde::de::IgnoredAny::deserialize(d)?;
+        Ok(Sent::default())
+    }
+}
+
+impl kube::Resource for Sent {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        K8sEvent::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        K8sEvent::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        K8sEvent::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        K8sEvent::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
 /// Publishes the Events of one reporter; cheap to clone (clones share what was published).
 #[derive(Clone)]
 pub struct Recorder {
     client: Client,
     reporter: Reporter,
-    published: Arc<Mutex<HashMap<Key, K8sEvent>>>,
+    published: Arc<Mutex<Published>>,
 }
 
 impl std::fmt::Debug for Recorder {
@@ -89,7 +177,8 @@ impl Recorder {
     }
 
     /// Publish `event` about `regarding`, in its namespace: a new Event, or a count on the
-    /// series of the same Event published within [`CACHE_TTL`].
+    /// series of the same Event published within [`CACHE_TTL`] (a patch of its `series`
+    /// only, as client-go's recorder does).
     pub async fn publish(
         &self,
         event: &Event,
@@ -104,42 +193,50 @@ impl Recorder {
             regarding: regarding.into(),
             related: event.secondary.as_ref().map(Identity::from),
         };
-        let repeat = self.remembered(&key, now).map(|mut seen| {
-            let count = seen.series.as_ref().map_or(2, |s| s.count + 1);
-            seen.series = Some(EventSeries {
-                count,
-                last_observed_time: MicroTime(now),
-            });
-            seen
-        });
+        let digest = self.lock().digest(&key);
         let namespace = regarding.namespace.as_deref().unwrap_or("default");
-        let events: Api<K8sEvent> = Api::namespaced(self.client.clone(), namespace);
-        let published = match repeat {
-            Some(seen) => {
-                let name = seen.name_any();
+        let events: Api<Sent> = Api::namespaced(self.client.clone(), namespace);
+        let seen = match self.remembered(digest, now) {
+            Some(mut seen) => {
+                seen.count += 1;
+                seen.last = now;
+                let series = serde_json::json!({"series": {
+                    "count": seen.count,
+                    "lastObservedTime": MicroTime(now),
+                }});
                 events
-                    .patch(&name, &PatchParams::default(), &Patch::Merge(&seen))
+                    .patch(&seen.name, &PatchParams::default(), &Patch::Merge(&series))
                     .await?;
                 seen
             }
             None => {
                 let new = self.new_event(event, regarding, now);
-                events.create(&PostParams::default(), &new).await?;
-                new
+                let name = new.metadata.name.as_deref().unwrap_or_default().into();
+                events.create(&PostParams::default(), &Sent(new)).await?;
+                Seen {
+                    name,
+                    count: 1,
+                    last: now,
+                }
             }
         };
-        self.lock().insert(key, published);
+        self.lock().seen.put(digest, seen);
         Ok(())
     }
 
-    /// The Event published under `key` within [`CACHE_TTL`] of `now`; forgets older ones.
-    fn remembered(&self, key: &Key, now: Timestamp) -> Option<K8sEvent> {
+    /// The Event published under `digest` and last seen within [`CACHE_TTL`] of `now`; one
+    /// seen longer ago is forgotten.
+    fn remembered(&self, digest: u128, now: Timestamp) -> Option<Seen> {
         let mut published = self.lock();
-        published.retain(|_, e| last_seen(e).is_some_and(|at| at + CACHE_TTL > now));
-        published.get(key).cloned()
+        let seen = published.seen.get(&digest)?;
+        if seen.last + CACHE_TTL > now {
+            return Some(seen.clone());
+        }
+        published.seen.pop(&digest);
+        None
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<Key, K8sEvent>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Published> {
         self.published.lock().unwrap_or_else(|e| e.into_inner())
     }
 
@@ -173,18 +270,10 @@ impl Recorder {
     }
 }
 
-/// When an Event was last seen: its series' last observation, else its time.
-fn last_seen(event: &K8sEvent) -> Option<Timestamp> {
-    match &event.series {
-        Some(series) => Some(series.last_observed_time.0),
-        None => event.event_time.as_ref().map(|t| t.0),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use http::StatusCode;
-    use serde_json::json;
+    use serde_json::{Value, json};
 
     use super::*;
     use crate::testing::api_script::{Expect, mock_client};
@@ -232,11 +321,18 @@ mod tests {
     #[tokio::test]
     async fn a_different_note_is_a_new_event_and_a_repeat_a_count() {
         let (client, script) = mock_client();
+        let series_only = |b: &Value| {
+            let fields: Vec<&String> = b.as_object().expect("object").keys().collect();
+            assert_eq!(fields, ["series"], "only the series is patched: {b}");
+            assert!(b["series"]["lastObservedTime"].is_string(), "{b}");
+        };
         let repeat = Expect::patch("/apis/events.k8s.io/v1/namespaces/ns/events/cj.*")
-            .body_includes(json!({"note": "Created job cj-1", "series": {"count": 2}}))
+            .body_includes(json!({"series": {"count": 2}}))
+            .check(series_only)
             .ok(json!({}));
         let again = Expect::patch("/apis/events.k8s.io/v1/namespaces/ns/events/cj.*")
-            .body_includes(json!({"note": "Created job cj-1", "series": {"count": 3}}))
+            .body_includes(json!({"series": {"count": 3}}))
+            .check(series_only)
             .ok(json!({}));
         let other = Expect::post("/apis/events.k8s.io/v1/namespaces/ns/events")
             .body_includes(json!({"reason": "SawCompletedJob", "note": "Created job cj-1"}))
@@ -268,6 +364,25 @@ mod tests {
         verdict.await.expect("the script");
     }
 
+    fn key(note: &str) -> Key {
+        Key {
+            type_: "Normal",
+            reason: "R".into(),
+            action: "Reconcile".into(),
+            note: Some(note.into()),
+            regarding: (&cronjob("1")).into(),
+            related: None,
+        }
+    }
+
+    fn seen(at: Timestamp) -> Seen {
+        Seen {
+            name: "cj.1".into(),
+            count: 1,
+            last: at,
+        }
+    }
+
     #[tokio::test]
     async fn forgotten_after_the_cache_ttl() {
         let (client, _script) = mock_client();
@@ -279,18 +394,40 @@ mod tests {
         let t0: Timestamp = "2024-01-01T00:00:00Z".parse().expect("time");
         let event = recorder.new_event(&note("R", "n"), &cronjob("1"), t0);
         assert_eq!(event.reporting_instance.as_deref(), Some("kronjob"));
-        let key = Key {
-            type_: "Normal",
-            reason: "R".into(),
-            action: "Reconcile".into(),
-            note: Some("n".into()),
-            regarding: (&cronjob("1")).into(),
-            related: None,
-        };
-        recorder.lock().insert(key.clone(), event);
+        let digest = recorder.lock().digest(&key("n"));
+        assert_ne!(
+            digest,
+            recorder.lock().digest(&key("m")),
+            "the note is in the key"
+        );
+        recorder.lock().seen.put(digest, seen(t0));
         let within = t0 + CACHE_TTL - SignedDuration::from_secs(1);
-        assert!(recorder.remembered(&key, within).is_some());
-        assert!(recorder.remembered(&key, t0 + CACHE_TTL).is_none());
-        assert!(recorder.lock().is_empty(), "the expired Event is dropped");
+        assert_eq!(recorder.remembered(digest, within), Some(seen(t0)));
+        assert!(recorder.remembered(digest, t0 + CACHE_TTL).is_none());
+        assert!(
+            recorder.lock().seen.is_empty(),
+            "the expired Event is dropped"
+        );
+    }
+
+    #[tokio::test]
+    async fn at_most_the_capacity_is_remembered_the_least_recently_seen_first_out() {
+        let (client, _script) = mock_client();
+        let reporter = Reporter {
+            controller: "kronjob".into(),
+            instance: None,
+        };
+        let recorder = Recorder::new(client, reporter);
+        let t0: Timestamp = "2024-01-01T00:00:00Z".parse().expect("time");
+        let first = recorder.lock().digest(&key("0"));
+        for i in 0..=CACHE_CAPACITY {
+            let mut published = recorder.lock();
+            let digest = published.digest(&key(&i.to_string()));
+            published.seen.put(digest, seen(t0));
+        }
+        assert_eq!(recorder.lock().seen.len(), CACHE_CAPACITY);
+        assert!(recorder.remembered(first, t0).is_none(), "the oldest went");
+        let last = recorder.lock().digest(&key(&CACHE_CAPACITY.to_string()));
+        assert!(recorder.remembered(last, t0).is_some());
     }
 }

@@ -3,23 +3,25 @@
 //! cluster.
 //!
 //! The index is fed by one watch of Jobs (label selector [`LABEL_CRONJOB`], so unrelated Jobs
-//! never reach it); the same stream also triggers the CronJob controller. Objects are slimmed
-//! by [`crate::job::slim`], and only their metadata and status are stored. With several namespaces, one watch per namespace is
-//! merged by [`merge_watches`], which keeps each watch's re-list from wiping the others.
+//! never reach it), decoded slim ([`SlimJob`]); the same stream also triggers the CronJob
+//! controller. Each Job is kept as a [`CachedJob`] (~0.3 KB: what the plan reads of it). With
+//! several namespaces, one watch per namespace is merged by [`merge_watches`], which keeps each
+//! watch's re-list from wiping the others.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::{Stream, StreamExt, stream};
-use k8s_openapi::api::batch::v1::{Job, JobStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::api::batch::v1::Job;
 use kube::Resource;
-use kube::runtime::reflector::{Lookup, ObjectRef};
+use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
 use tokio::sync::watch;
 
+use super::cache::job::{Owner, Run};
+use super::cache::{CachedJob, SlimJob};
 use crate::api::LABEL_CRONJOB;
-use crate::job::{self as jobs, Finish, controller_uid};
+use crate::job::Finish;
 
 /// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {
@@ -30,95 +32,84 @@ pub fn job_watch_config() -> watcher::Config {
 /// anything else (the Job controller's progress counters, pod counts) does not.
 #[derive(Debug, Clone, PartialEq)]
 struct Meaning {
-    owner: Option<String>,
+    owner: Option<Box<str>>,
     finish: Option<Finish>,
     deleting: bool,
     ours: bool,
 }
 
 impl Meaning {
-    fn of(job: &Job) -> Self {
+    fn of(job: &CachedJob) -> Self {
         Self {
-            owner: controller_uid(job).map(str::to_string),
-            finish: jobs::finish(job),
-            deleting: job.metadata.deletion_timestamp.is_some(),
-            ours: jobs::created_by_kronjob(job),
+            owner: job.owner_uid().map(Into::into),
+            finish: job.finish,
+            deleting: job.deleting.is_some(),
+            ours: job.run != Run::Unknown,
         }
     }
 }
 
+/// A Job by namespace and name.
+type Key = (Box<str>, Box<str>);
+
+fn key_of(job: &SlimJob) -> Key {
+    let meta = &job.0.metadata;
+    (
+        meta.namespace.as_deref().unwrap_or_default().into(),
+        meta.name.as_deref().unwrap_or_default().into(),
+    )
+}
+
+fn key(namespace: &str, name: &str) -> Key {
+    (namespace.into(), name.into())
+}
+
+/// The cached Jobs ([`CachedJob`]: what the readers look at, boxed so the map's spare slots
+/// stay small) and, per owner UID, the owner (shared by its Jobs) and the keys of its Jobs.
 #[derive(Debug, Default)]
 struct Inner {
-    objects: HashMap<ObjectRef<Job>, Entry>,
-    by_owner: HashMap<String, HashSet<ObjectRef<Job>>>,
-}
-
-/// What the index keeps of a Job: its metadata and status. No reader of the index looks at a
-/// cached Job's spec, and a `Job` value takes ~2.4 KB whatever its spec holds (the pod template
-/// is inline in the struct), so keeping only these two takes a few hundred bytes a Job.
-#[derive(Debug)]
-struct Stored {
-    metadata: ObjectMeta,
-    status: Option<JobStatus>,
-}
-
-impl Stored {
-    fn of(job: Job) -> Self {
-        Self {
-            metadata: job.metadata,
-            status: job.status,
-        }
-    }
-
-    /// The Job as readers see it: metadata and status, no spec.
-    fn job(&self) -> Arc<Job> {
-        Arc::new(Job {
-            metadata: self.metadata.clone(),
-            spec: None,
-            status: self.status.clone(),
-        })
-    }
-}
-
-#[derive(Debug)]
-struct Entry {
-    job: Stored,
-    meaning: Meaning,
+    objects: HashMap<Key, Box<CachedJob>>,
+    by_owner: HashMap<Box<str>, (Arc<Owner>, Vec<Key>)>,
 }
 
 impl Inner {
     /// Store `job`; true when it is new or its meaning changed.
-    fn upsert(&mut self, job: Job) -> bool {
-        let key = ObjectRef::from_obj(&job);
+    fn upsert(&mut self, key: Key, mut job: CachedJob) -> bool {
         let meaning = Meaning::of(&job);
-        let changed = self.objects.get(&key).is_none_or(|e| e.meaning != meaning);
+        let changed = self
+            .objects
+            .get(&key)
+            .is_none_or(|e| Meaning::of(e) != meaning);
         self.unlink(&key);
-        if let Some(uid) = &meaning.owner {
-            self.by_owner
-                .entry(uid.clone())
-                .or_default()
-                .insert(key.clone());
+        if let Some(owner) = job.owner.as_mut() {
+            let (shared, keys) = self
+                .by_owner
+                .entry(owner.uid.clone())
+                .or_insert_with(|| (Arc::clone(owner), Vec::new()));
+            if **shared == **owner {
+                *owner = Arc::clone(shared);
+            }
+            keys.push(key.clone());
         }
-        let job = Stored::of(job);
-        self.objects.insert(key, Entry { job, meaning });
+        self.objects.insert(key, Box::new(job));
         changed
     }
 
     /// Drop `key`; the Job, if it was there.
-    fn remove(&mut self, key: &ObjectRef<Job>) -> Option<Arc<Job>> {
+    fn remove(&mut self, key: &Key) -> Option<Box<CachedJob>> {
         self.unlink(key);
-        self.objects.remove(key).map(|e| e.job.job())
+        self.objects.remove(key)
     }
 
-    /// Remove `key` from the owner set it is currently filed under.
-    fn unlink(&mut self, key: &ObjectRef<Job>) {
-        let Some(old_owner) = self.objects.get(key).and_then(|e| e.meaning.owner.clone()) else {
+    /// Remove `key` from the owner list it is currently filed under.
+    fn unlink(&mut self, key: &Key) {
+        let Some(old_owner) = self.objects.get(key).and_then(|j| j.owner_uid()) else {
             return;
         };
-        if let Some(set) = self.by_owner.get_mut(&old_owner) {
-            set.remove(key);
-            if set.is_empty() {
-                self.by_owner.remove(&old_owner);
+        if let Some((_, keys)) = self.by_owner.get_mut(old_owner) {
+            keys.retain(|k| k != key);
+            if keys.is_empty() {
+                self.by_owner.remove(old_owner);
             }
         }
     }
@@ -136,7 +127,7 @@ pub struct OwnerIndex {
 pub struct IndexWriter {
     inner: Arc<RwLock<Inner>>,
     ready: watch::Sender<bool>,
-    buffer: Option<Vec<Job>>,
+    buffer: Option<Vec<(Key, CachedJob)>>,
 }
 
 fn read(lock: &RwLock<Inner>) -> RwLockReadGuard<'_, Inner> {
@@ -167,30 +158,33 @@ pub fn owner_index() -> (OwnerIndex, IndexWriter) {
 }
 
 impl OwnerIndex {
-    /// The Jobs controlled by the CronJob with UID `owner_uid`. Cost: proportional to that
-    /// CronJob's Jobs, not to the size of the cache.
+    /// The Jobs controlled by the CronJob with UID `owner_uid`, as the readers see them
+    /// ([`CachedJob::to_job`]). Cost: proportional to that CronJob's Jobs, not to the size of
+    /// the cache.
     pub fn jobs_of(&self, owner_uid: &str) -> Vec<Arc<Job>> {
         let inner = read(&self.inner);
-        let Some(keys) = inner.by_owner.get(owner_uid) else {
+        let Some((_, keys)) = inner.by_owner.get(owner_uid) else {
             return Vec::new();
         };
         keys.iter()
-            .filter_map(|k| inner.objects.get(k).map(|e| e.job.job()))
+            .filter_map(|k| inner.objects.get(k).map(|j| Arc::new(j.to_job(&k.0, &k.1))))
             .collect()
     }
 
     /// One cached Job by namespace and name.
     pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
-        let key = ObjectRef::new(name).within(namespace);
-        read(&self.inner).objects.get(&key).map(|e| e.job.job())
+        read(&self.inner)
+            .objects
+            .get(&key(namespace, name))
+            .map(|j| Arc::new(j.to_job(namespace, name)))
     }
 
     /// Every cached Job (used when a namespace watch re-lists).
-    pub fn snapshot(&self) -> Vec<Arc<Job>> {
+    pub fn snapshot(&self) -> Vec<Arc<SlimJob>> {
         read(&self.inner)
             .objects
-            .values()
-            .map(|e| e.job.job())
+            .iter()
+            .map(|(k, j)| Arc::new(SlimJob(j.to_job(&k.0, &k.1))))
             .collect()
     }
 
@@ -206,14 +200,13 @@ impl OwnerIndex {
 
     /// A Job this process just created (the API server's answer): known at once, so the next
     /// reconcile sees it even before its watch event, and that event then changes nothing.
-    pub fn remember(&self, mut job: Job) {
-        jobs::slim(&mut job);
-        write(&self.inner).upsert(job);
+    pub fn remember(&self, job: &SlimJob) {
+        write(&self.inner).upsert(key_of(job), CachedJob::of(&job.0));
     }
 
     /// A Job this process just deleted: forgotten at once, likewise.
     pub fn forget(&self, namespace: &str, name: &str) {
-        write(&self.inner).remove(&ObjectRef::new(name).within(namespace));
+        write(&self.inner).remove(&key(namespace, name));
     }
 
     /// Whether the initial list has completed.
@@ -236,60 +229,61 @@ impl IndexWriter {
     /// the whole content atomically at `InitDone`), and return the Jobs whose owners must look
     /// again: those that appeared, vanished or changed their meaning. The first list triggers
     /// nothing: every CronJob is reconciled after its own first list anyway.
-    pub fn apply_watcher_event(&mut self, event: &watcher::Event<Job>) -> Vec<Job> {
+    pub fn apply_watcher_event(&mut self, event: &watcher::Event<SlimJob>) -> Vec<SlimJob> {
         match event {
             watcher::Event::Apply(job) => {
-                let changed = write(&self.inner).upsert(job.clone());
+                let changed = write(&self.inner).upsert(key_of(job), CachedJob::of(&job.0));
                 if changed {
                     vec![job.clone()]
                 } else {
                     Vec::new()
                 }
             }
-            watcher::Event::Delete(job) => {
-                match write(&self.inner).remove(&ObjectRef::from_obj(job)) {
-                    Some(_) => vec![job.clone()],
-                    None => Vec::new(),
-                }
-            }
+            watcher::Event::Delete(job) => match write(&self.inner).remove(&key_of(job)) {
+                Some(_) => vec![job.clone()],
+                None => Vec::new(),
+            },
             watcher::Event::Init => {
                 self.buffer = Some(Vec::new());
                 Vec::new()
             }
             watcher::Event::InitApply(job) => {
-                self.buffer.get_or_insert_with(Vec::new).push(job.clone());
+                let entry = (key_of(job), CachedJob::of(&job.0));
+                self.buffer.get_or_insert_with(Vec::new).push(entry);
                 Vec::new()
             }
-            watcher::Event::InitDone => {
-                let mut fresh = Inner::default();
-                let mut changed = Vec::new();
-                for job in self.buffer.take().unwrap_or_default() {
-                    let key = ObjectRef::from_obj(&job);
-                    let meaning = Meaning::of(&job);
-                    let was = read(&self.inner)
-                        .objects
-                        .get(&key)
-                        .map(|e| e.meaning.clone());
-                    if was.as_ref() != Some(&meaning) {
-                        changed.push(job.clone());
-                    }
-                    fresh.upsert(job);
+            watcher::Event::InitDone => self.swap_in_buffer(),
+        }
+    }
+
+    /// The end of a (re-)list: the buffered Jobs replace the content at once; the Jobs that
+    /// appeared, vanished or changed meaning since, unless this was the first list.
+    fn swap_in_buffer(&mut self) -> Vec<SlimJob> {
+        let mut fresh = Inner::default();
+        let mut changed = Vec::new();
+        {
+            let current = read(&self.inner);
+            for (key, job) in self.buffer.take().unwrap_or_default() {
+                let was = current.objects.get(&key).map(|j| Meaning::of(j));
+                if was.as_ref() != Some(&Meaning::of(&job)) {
+                    changed.push(SlimJob(job.to_job(&key.0, &key.1)));
                 }
-                let mut current = write(&self.inner);
-                changed.extend(
-                    current
-                        .objects
-                        .iter()
-                        .filter(|(key, _)| !fresh.objects.contains_key(key))
-                        .map(|(_, e)| Job::clone(&e.job.job())),
-                );
-                *current = fresh;
-                drop(current);
-                let first = !*self.ready.borrow();
-                self.ready.send_replace(true);
-                if first { Vec::new() } else { changed }
+                fresh.upsert(key, job);
             }
         }
+        let mut current = write(&self.inner);
+        changed.extend(
+            current
+                .objects
+                .iter()
+                .filter(|(key, _)| !fresh.objects.contains_key(*key))
+                .map(|(key, job)| SlimJob(job.to_job(&key.0, &key.1))),
+        );
+        *current = fresh;
+        drop(current);
+        let first = !*self.ready.borrow();
+        self.ready.send_replace(true);
+        if first { Vec::new() } else { changed }
     }
 }
 
@@ -401,10 +395,11 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+    use k8s_openapi::api::batch::v1::JobStatus;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
-    fn job(ns: &str, name: &str, owner: Option<&str>) -> Job {
-        Job {
+    fn job(ns: &str, name: &str, owner: Option<&str>) -> SlimJob {
+        SlimJob(Job {
             metadata: ObjectMeta {
                 name: Some(name.into()),
                 namespace: Some(ns.into()),
@@ -421,25 +416,30 @@ mod tests {
                 ..Default::default()
             },
             ..Default::default()
-        }
+        })
     }
 
     #[test]
-    fn a_cached_job_keeps_its_metadata_and_status_and_not_its_spec() {
+    fn a_cached_job_keeps_what_its_readers_read() {
         let (index, mut writer) = owner_index();
         writer.apply_watcher_event(&watcher::Event::Init);
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let mut created = job("ns", "a", Some("u1"));
-        created.spec = Some(Default::default());
-        created.status = Some(JobStatus {
+        created.0.spec = Some(Default::default());
+        created.0.status = Some(JobStatus {
             active: Some(1),
             ..Default::default()
         });
         writer.apply_watcher_event(&watcher::Event::Apply(created.clone()));
         let cached = index.get("ns", "a").expect("cached");
-        assert_eq!(cached.metadata, created.metadata);
-        assert_eq!(cached.status, created.status);
+        assert_eq!(cached.metadata.name, created.0.metadata.name);
+        assert_eq!(
+            crate::job::controller_uid(&cached),
+            crate::job::controller_uid(&created.0)
+        );
         assert_eq!(cached.spec, None, "readers never need it");
+        let active = cached.status.as_ref().and_then(|s| s.active);
+        assert_eq!(active, None, "nor the pod counts");
         assert_eq!(index.jobs_of("u1").len(), 1);
     }
 
@@ -486,7 +486,7 @@ mod tests {
     async fn merged_namespace_relist_keeps_other_namespaces() {
         let (index, writer) = owner_index();
         let writer = Arc::new(std::sync::Mutex::new(writer));
-        let ev = |e: watcher::Event<Job>| -> EventResult<Job> { Ok(e) };
+        let ev = |e: watcher::Event<SlimJob>| -> EventResult<SlimJob> { Ok(e) };
         let a = stream::iter(vec![
             ev(watcher::Event::Init),
             ev(watcher::Event::InitApply(job("a", "a1", Some("u")))),

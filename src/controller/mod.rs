@@ -1,5 +1,6 @@
 //! Controllers: the parts of kronjob that watch the API server and act on it.
 //!
+//! - [`cache`]: what the controllers cache of CronJobs and Jobs (compact records);
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
 //! - [`index`]: the owner index of Jobs it reads from;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
@@ -7,6 +8,7 @@
 //! - [`events`]: Events published as client-go does (a repeat counted, a new note a new Event);
 //! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
 
+pub mod cache;
 pub mod cronjob;
 pub mod events;
 pub mod gate;

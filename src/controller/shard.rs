@@ -164,11 +164,11 @@ impl ShardView {
     }
 
     /// Whether this replica schedules `cj` now (always without `--sharding`).
-    pub fn owns_cronjob(&self, cj: &crate::api::CronJob) -> bool {
+    pub fn owns_cronjob(&self, cj: &impl kube::Resource) -> bool {
         !self.is_sharded()
             || self.owns(&key(
-                cj.metadata.namespace.as_deref().unwrap_or_default(),
-                cj.metadata.name.as_deref().unwrap_or_default(),
+                cj.meta().namespace.as_deref().unwrap_or_default(),
+                cj.meta().name.as_deref().unwrap_or_default(),
             ))
     }
 

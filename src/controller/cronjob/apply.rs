@@ -5,12 +5,14 @@
 //! Everything else (Events, history deletes) goes to the [`Outbox`](super::outbox::Outbox),
 //! sent once the creates are out.
 
+use std::sync::Arc;
+
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Patch, PatchParams, PostParams, PropagationPolicy};
 use kube::runtime::events::EventType;
+use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource};
 
 use super::context::Context;
@@ -20,6 +22,7 @@ use super::plan::manual::Manual;
 use super::plan::{Action, Plan, Run, events};
 use super::status::observe_generation;
 use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
+use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::job::{self, Deletion, job_ref, refusal_message};
 
 /// What applying a plan produced.
@@ -32,9 +35,9 @@ pub struct Applied {
     /// The create was refused as invalid (422): the status says so, and nothing is retried
     /// until the spec changes.
     pub invalid_template: bool,
-    /// The CronJob as the failure policy's suspension left it: the status is written on top
-    /// of this version.
-    pub suspended: Option<CronJob>,
+    /// The CronJob as the failure policy's suspension left it (decoded as the cache decodes):
+    /// the status is written on top of this version.
+    pub suspended: Option<Arc<CachedCronJob>>,
     /// Nothing was done and `status` must not be written: the suspension was not accepted
     /// (the spec changed since the plan, or the request failed).
     pub discarded: bool,
@@ -112,10 +115,12 @@ async fn suspend_spec(
     cj: &CronJob,
     on: &ObjectReference,
     suspension: &Suspension,
-) -> Result<Option<CronJob>, Error> {
+) -> Result<Option<Arc<CachedCronJob>>, Error> {
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
     let name = cj.metadata.name.as_deref().unwrap_or_default();
-    let api: Api<CronJob> = Api::namespaced(ctx.client.clone(), namespace);
+    // The answer decodes as the cache decodes: it stands in for the cached CronJob until the
+    // watch shows the patch.
+    let api: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
     match api
         .patch(
             name,
@@ -125,8 +130,10 @@ async fn suspend_spec(
         .await
     {
         Ok(patched) => {
-            ctx.status
-                .superseded(cj, std::sync::Arc::new(patched.clone()));
+            let patched = Arc::new(patched);
+            let key = ObjectRef::new(name).within(namespace);
+            let before = cj.metadata.resource_version.clone();
+            ctx.status.superseded(&key, before, Arc::clone(&patched));
             ctx.metrics.suspended_after_failures.inc();
             let note = suspension.message();
             let reason = events::SUSPENDED_AFTER_FAILURES;
@@ -167,7 +174,7 @@ async fn run_slot(
 ) -> Result<(), Error> {
     let _urgent = ctx.gate.urgent();
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
+    let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
     for running in &run.replace {
         replace(ctx, &jobs, on, running).await?;
         let active = status
@@ -178,13 +185,13 @@ async fn run_slot(
             .collect();
         status.set_active(active);
     }
-    create(ctx, &jobs, cj, on, &run, status).await
+    create(ctx, &jobs, cj, on, run, status).await
 }
 
 /// Delete a running Job for Replace (background propagation, its UID as precondition).
 async fn replace(
     ctx: &Context,
-    jobs: &Api<Job>,
+    jobs: &Api<SlimJob>,
     on: &ObjectReference,
     running: &ObjectReference,
 ) -> Result<(), Error> {
@@ -225,14 +232,16 @@ fn is_namespace_terminating(e: &kube::Error) -> bool {
 /// lost status write) record the slot and the Job.
 async fn create(
     ctx: &Context,
-    jobs: &Api<Job>,
+    jobs: &Api<SlimJob>,
     cj: &CronJob,
     on: &ObjectReference,
-    run: &Run,
+    run: Run,
     status: &mut CronJobStatus,
 ) -> Result<(), Error> {
     let name = run.job.metadata.name.clone().unwrap_or_default();
-    let record = |status: &mut CronJobStatus, job: &Job| {
+    let slot = run.slot;
+    let record = |status: &mut CronJobStatus, job: &SlimJob| {
+        let job = &job.0;
         if !status
             .active
             .iter()
@@ -240,16 +249,21 @@ async fn create(
         {
             status.push_active(job_ref(job));
         }
-        status.last_schedule_time = Some(Time(run.slot));
+        status.last_schedule_time = Some(Time(slot));
     };
-    match jobs.create(&PostParams::default(), &run.job).await {
+    // Sent as the Job the plan built; the answer is decoded slim (no pod template, no
+    // managedFields).
+    match jobs
+        .create(&PostParams::default(), &SlimJob(*run.job))
+        .await
+    {
         Ok(created) => {
             // Measured here, when the API server has answered: the Job's creationTimestamp has
             // whole seconds only, too coarse for the histogram's sub-second buckets.
-            observe_skew(ctx, run.slot);
+            observe_skew(ctx, slot);
             ctx.metrics.jobs_created.inc();
             record(status, &created);
-            ctx.index.remember(created);
+            ctx.index.remember(&created);
             ctx.outbox.event(
                 on,
                 EventType::Normal,
@@ -261,11 +275,11 @@ async fn create(
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let existing = jobs.get(&name).await.map_err(Error::Kube)?;
             let uid = cj.metadata.uid.as_deref().unwrap_or_default();
-            if job::controlled_by(&existing, uid) {
+            if job::controlled_by(&existing.0, uid) {
                 // A restart (or a lagging cache) between create and status write: adopt, so
                 // the slot never runs twice.
                 record(status, &existing);
-                ctx.index.remember(existing);
+                ctx.index.remember(&existing);
             } else {
                 ctx.outbox.event(
                     on,
@@ -302,10 +316,10 @@ async fn run_manual(
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
     if let Some(job) = manual.job {
         let name = job.metadata.name.clone().unwrap_or_default();
-        let jobs: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
-        match jobs.create(&PostParams::default(), &job).await {
+        let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+        match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
             Ok(created) => {
-                ctx.index.remember(created);
+                ctx.index.remember(&created);
                 let note = format!("Created job {name} (manual run)");
                 ctx.outbox
                     .event(on, EventType::Normal, events::SUCCESSFUL_CREATE, note);
@@ -326,7 +340,8 @@ async fn run_manual(
             }
         }
     }
-    let cronjobs: Api<CronJob> = Api::namespaced(ctx.client.clone(), namespace);
+    // The answer decodes slim: only whether the request was removed matters.
+    let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
     let name = cj.metadata.name.as_deref().unwrap_or_default();
     match cronjobs
         .patch(

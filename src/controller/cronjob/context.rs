@@ -6,13 +6,11 @@ use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::Client;
-use kube::runtime::reflector::ObjectRef;
 
 use super::metrics::ReconcilerMetrics;
 use super::outbox::{self, Outbox};
 use super::plan::PlanConfig;
-use super::writer::StatusWriter;
-use crate::api::CronJob;
+use super::writer::{Key, StatusWriter};
 use crate::backoff::Failures;
 use crate::clock::Clock;
 use crate::controller::Shared;
@@ -52,9 +50,9 @@ pub struct Context {
     /// Status writes, and the freshest view of each CronJob.
     pub status: StatusWriter,
     /// Asks for a reconcile of a CronJob.
-    pub reconcile: UnboundedSender<ObjectRef<CronJob>>,
+    pub reconcile: UnboundedSender<Key>,
     /// Consecutive failed reconciles per CronJob, for backoff.
-    pub failures: Failures<ObjectRef<CronJob>>,
+    pub failures: Failures<Key>,
     /// Keeps failure logs to a trickle during an outage.
     pub log: Throttle,
     /// Which CronJobs this replica schedules (all without `--sharding`).
@@ -98,7 +96,7 @@ impl Background {
 
 impl Context {
     /// Whether this replica schedules `cj` (always without `--sharding`).
-    pub fn owns(&self, cj: &CronJob) -> bool {
+    pub fn owns(&self, cj: &impl kube::Resource) -> bool {
         self.shard.owns_cronjob(cj)
     }
 
@@ -110,7 +108,7 @@ impl Context {
         metrics: ReconcilerMetrics,
         config: PlanConfig,
         index: OwnerIndex,
-    ) -> (Self, Background, UnboundedReceiver<ObjectRef<CronJob>>) {
+    ) -> (Self, Background, UnboundedReceiver<Key>) {
         let client = shared.client.clone();
         let (reconcile, requests) = unbounded();
         let recorder = crate::controller::recorder(client.clone(), shared.instance.clone());

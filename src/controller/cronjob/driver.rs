@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
-use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
@@ -22,7 +21,8 @@ use super::error::Error;
 use super::metrics::ReconcilerMetrics;
 use super::plan::PlanConfig;
 use super::reconcile::{error_policy, reconcile};
-use crate::api::{ANNOTATION_TRIGGER, CronJob};
+use crate::api::ANNOTATION_TRIGGER;
+use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::controller::index::{self, IndexWriter, OwnerIndex};
 use crate::controller::{Scope, Shared, shard};
 use crate::task::{TaskError, TaskSet};
@@ -31,20 +31,17 @@ use crate::task::{TaskError, TaskSet};
 /// reassignments).
 const SHARD_GAUGE_EVERY: Duration = Duration::from_secs(5);
 
+/// CronJobs per page of the CronJob list. A CronJob on the wire carries its managedFields and
+/// often a last-applied annotation (~20 KB each once its status is written every minute): a
+/// page of 100 is ~2 MB of text to hold while it decodes, where kube's default 500 made ~10 MB.
+const CRONJOB_PAGE: u32 = 100;
+
 /// How often state about deleted CronJobs (failure counts, known statuses) is dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
-/// Drop what the controller never reads before a CronJob enters the cache.
-fn slim(cj: &mut CronJob) {
-    cj.metadata.managed_fields = None;
-    if let Some(annotations) = cj.metadata.annotations.as_mut() {
-        annotations.remove(crate::api::ANNOTATION_LAST_APPLIED);
-    }
-}
-
 /// What makes a CronJob change worth a reconcile: a new generation (a spec edit) or a new
 /// manual-run request; status and other metadata changes are ours or do not matter.
-fn spec_or_trigger(cj: &CronJob) -> Option<u64> {
+fn spec_or_trigger(cj: &CachedCronJob) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     cj.metadata.generation.hash(&mut hasher);
@@ -103,7 +100,7 @@ struct Parts {
     ctx: Arc<Context>,
     index: OwnerIndex,
     index_writer: IndexWriter,
-    requests: futures::channel::mpsc::UnboundedReceiver<ObjectRef<CronJob>>,
+    requests: futures::channel::mpsc::UnboundedReceiver<super::writer::Key>,
 }
 
 /// The watches, the controller, the pruning and the shard follower, until the controller has
@@ -127,7 +124,7 @@ async fn control(
     // The watches run as their own branches and feed the controller through channels, so they
     // reconnect on their own schedule, whatever the controller is busy with; a watch that works
     // again after failing retries every failed CronJob at once.
-    let (job_tx, job_rx) = unbounded::<Job>();
+    let (job_tx, job_rx) = unbounded::<SlimJob>();
     let jobs = feed(
         job_trigger_stream(
             &client,
@@ -139,19 +136,20 @@ async fn control(
         job_tx,
         Arc::clone(&ctx),
     );
-    let (cj_reader, cj_writer) = reflector::store::<CronJob>();
+    let (cj_reader, cj_writer) = reflector::store::<CachedCronJob>();
     let _series = metrics.cronjobs.attach(
         cj_reader.clone(),
         args.cronjob_metrics_limit,
         ctx.shard.clone(),
     );
-    let (cj_tx, cj_rx) = unbounded::<CronJob>();
+    let (cj_tx, cj_rx) = unbounded::<CachedCronJob>();
     let cronjobs = feed(
         cronjob_trigger_stream(
             &client,
             &scope,
             cj_writer,
             cj_reader.clone(),
+            ctx.status.clone(),
             recovery(Arc::clone(&ctx)),
         ),
         cj_tx,
@@ -191,7 +189,7 @@ async fn control(
 /// Once both caches have listed: say so (with what they hold, so whoever watches the log knows
 /// scheduling runs) and call `ready`. Never returns.
 async fn started(
-    cronjobs: reflector::Store<CronJob>,
+    cronjobs: reflector::Store<CachedCronJob>,
     index: OwnerIndex,
     ctx: Arc<Context>,
     ready: impl FnOnce(),
@@ -199,7 +197,7 @@ async fn started(
     let _ = cronjobs.wait_until_ready().await;
     index.wait_until_ready().await;
     let state = cronjobs.state();
-    let scheduled = state.iter().filter(|cj| ctx.owns(cj)).count();
+    let scheduled = state.iter().filter(|cj| ctx.owns(cj.as_ref())).count();
     tracing::info!(
         cronjobs = state.len(),
         scheduled,
@@ -211,14 +209,13 @@ async fn started(
 }
 
 /// Every [`PRUNE_EVERY`], forget what is kept about CronJobs that no longer exist (failure
-/// counts, known statuses). Never returns.
-async fn prune(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
+/// counts, known statuses) and what the cache has caught up with. Never returns.
+async fn prune(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJob>) {
     let mut tick = tokio::time::interval(PRUNE_EVERY);
     loop {
         tick.tick().await;
-        let exists = |cj: &ObjectRef<CronJob>| cronjobs.get(cj).is_some();
-        ctx.failures.retain(exists);
-        ctx.status.retain(exists);
+        ctx.failures.retain(|cj| cronjobs.get(cj).is_some());
+        ctx.status.prune(|cj| cronjobs.get(cj));
     }
 }
 
@@ -228,21 +225,21 @@ async fn prune(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
 fn cronjob_trigger_stream(
     client: &Client,
     scope: &Scope,
-    writer: reflector::store::Writer<CronJob>,
-    reader: reflector::Store<CronJob>,
-    health: impl FnMut(&Result<watcher::Event<CronJob>, watcher::Error>) + Send + 'static,
-) -> impl futures::Stream<Item = Result<CronJob, watcher::Error>> + Send + 'static {
-    let mut config = watcher::Config::default();
+    writer: reflector::store::Writer<CachedCronJob>,
+    reader: reflector::Store<CachedCronJob>,
+    status: super::writer::StatusWriter,
+    health: impl FnMut(&Result<watcher::Event<CachedCronJob>, watcher::Error>) + Send + 'static,
+) -> impl futures::Stream<Item = Result<CachedCronJob, watcher::Error>> + Send + 'static {
+    let mut config = watcher::Config::default().page_size(CRONJOB_PAGE);
     if let Some(sel) = &scope.selector {
         config = config.labels(sel);
     }
     let watches = scope
-        .apis::<CronJob>(client)
+        .apis::<CachedCronJob>(client)
         .into_iter()
         .map(|(ns, api)| {
             let watch = watcher(api, config.clone())
                 .backoff(crate::backoff::watch_backoff())
-                .modify(slim)
                 .boxed();
             (ns, watch)
         })
@@ -251,6 +248,13 @@ fn cronjob_trigger_stream(
         writer,
         index::merge_watches(watches, move || reader.state()).inspect(health),
     )
+    .inspect(move |event| {
+        // Once the cache holds a version, what the status writer knew newer than an older one
+        // is moot.
+        if let Ok(watcher::Event::Apply(cj) | watcher::Event::InitApply(cj)) = event {
+            status.observed(cj);
+        }
+    })
     .applied_objects()
     .predicate_filter(spec_or_trigger, Default::default())
 }
@@ -259,7 +263,7 @@ fn cronjob_trigger_stream(
 /// that became ours (a slot that fell due while their previous owner was gone runs now, within
 /// its deadline) and log how many moved; every few seconds, count the CronJobs this replica
 /// schedules for `kronjob_shard_cronjobs`. Never returns.
-async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
+async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJob>) {
     let mut view = ctx.shard.clone();
     let mut previous = view.current();
     let mut tick = tokio::time::interval(SHARD_GAUGE_EVERY);
@@ -271,7 +275,11 @@ async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
             }
             _ = tick.tick() => {}
         }
-        let owned = cronjobs.state().iter().filter(|cj| ctx.owns(cj)).count();
+        let owned = cronjobs
+            .state()
+            .iter()
+            .filter(|cj| ctx.owns(cj.as_ref()))
+            .count();
         ctx.shard
             .metrics
             .cronjobs
@@ -283,7 +291,7 @@ async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CronJob>) {
 /// ones now and log the counts.
 fn rebalance(
     ctx: &Context,
-    cronjobs: &reflector::Store<CronJob>,
+    cronjobs: &reflector::Store<CachedCronJob>,
     previous: Option<&shard::Assignment>,
     next: &shard::Assignment,
 ) {
@@ -389,15 +397,14 @@ fn job_trigger_stream(
     scope: &Scope,
     index: OwnerIndex,
     mut writer: IndexWriter,
-    health: impl FnMut(&Result<watcher::Event<Job>, watcher::Error>) + Send + 'static,
-) -> impl futures::Stream<Item = Result<Job, watcher::Error>> + Send + 'static {
+    health: impl FnMut(&Result<watcher::Event<SlimJob>, watcher::Error>) + Send + 'static,
+) -> impl futures::Stream<Item = Result<SlimJob, watcher::Error>> + Send + 'static {
     let watches = scope
-        .apis::<Job>(client)
+        .apis::<SlimJob>(client)
         .into_iter()
         .map(|(ns, api)| {
             let s = watcher(api, index::job_watch_config())
                 .backoff(crate::backoff::watch_backoff())
-                .modify(crate::job::slim)
                 .boxed();
             (ns, s)
         })
@@ -420,7 +427,8 @@ mod predicate_tests {
     #[test]
     fn a_spec_edit_or_a_new_trigger_passes_status_and_labels_do_not() {
         let base = cronjob("* * * * *");
-        let key = |cj: &CronJob| spec_or_trigger(cj);
+        let key =
+            |cj: &crate::api::CronJob| spec_or_trigger(&CachedCronJob::of(cj).expect("cached"));
         let mut status = base.clone();
         status.status = Some(Default::default());
         status.metadata.labels = Some([("a".to_string(), "b".to_string())].into());

@@ -9,6 +9,10 @@ pub enum Error {
     /// The CronJob lacks a field the API always sets (name, namespace, UID).
     #[error("CronJob is missing {0}")]
     MissingField(&'static str),
+    /// The cached CronJob's Job template does not decode (never the case for a template the
+    /// API server stored).
+    #[error("the Job template does not decode: {0}")]
+    Decode(#[source] serde_json::Error),
     /// The CronJob does not exist.
     #[error("CronJob {0} not found")]
     NotFound(String),
@@ -25,7 +29,7 @@ impl Error {
             Error::Kube(kube::Error::Api(s)) if s.code >= 500 || s.code == 429 => "api_server",
             Error::Kube(kube::Error::Api(_)) => "api_other",
             Error::Kube(_) => "transport",
-            Error::MissingField(_) => "invalid_object",
+            Error::MissingField(_) | Error::Decode(_) => "invalid_object",
             Error::NotFound(_) => "not_found",
         }
     }
@@ -40,6 +44,6 @@ impl Error {
 
     /// Whether retrying without a change to the object cannot help.
     pub fn is_permanent(&self) -> bool {
-        matches!(self, Error::MissingField(_))
+        matches!(self, Error::MissingField(_) | Error::Decode(_))
     }
 }

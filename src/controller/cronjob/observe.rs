@@ -9,7 +9,7 @@ use kube::Api;
 use super::context::Context;
 use super::error::Error;
 use crate::api::CronJob;
-use crate::job;
+use crate::controller::cache::SlimJob;
 
 /// The Jobs of `cj` to plan with.
 pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Job>>, Error> {
@@ -28,11 +28,10 @@ pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Job>>, Error
         let Some(name) = r.name.as_deref().filter(|_| !known) else {
             continue;
         };
-        let api: Api<Job> = Api::namespaced(ctx.client.clone(), namespace);
-        if let Some(mut job) = api.get_opt(name).await.map_err(Error::Kube)?
+        let api: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+        if let Some(SlimJob(job)) = api.get_opt(name).await.map_err(Error::Kube)?
             && job.metadata.uid == r.uid
         {
-            job::slim(&mut job);
             jobs.push(Arc::new(job));
         }
     }

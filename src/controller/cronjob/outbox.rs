@@ -19,7 +19,7 @@ use prometheus_client::metrics::counter::Counter;
 use tokio_util::sync::CancellationToken;
 
 use super::plan::events;
-use crate::api::CronJob;
+use super::writer::Key;
 use crate::backoff::retry_delay;
 use crate::controller::events::Recorder;
 use crate::controller::gate::Gate;
@@ -93,7 +93,7 @@ pub fn outbox(
     recorder: Recorder,
     index: OwnerIndex,
     gate: Gate,
-    reconcile: UnboundedSender<ObjectRef<CronJob>>,
+    reconcile: UnboundedSender<Key>,
     dropped: Counter,
     deleted: Counter,
 ) -> (Outbox, Workers) {
@@ -200,7 +200,7 @@ struct Shared {
     recorder: Recorder,
     index: OwnerIndex,
     gate: Gate,
-    reconcile: UnboundedSender<ObjectRef<CronJob>>,
+    reconcile: UnboundedSender<Key>,
     deleting: Arc<Mutex<HashSet<String>>>,
     deleted: Counter,
     log: Arc<Throttle>,

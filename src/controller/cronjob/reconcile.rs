@@ -12,14 +12,14 @@ use kube::runtime::reflector::ObjectRef;
 use super::context::Context;
 use super::error::Error;
 use super::{apply, metrics, observe, plan, template};
-use crate::api::CronJob;
 use crate::backoff::retry_delay;
+use crate::controller::cache::CachedCronJob;
 
 /// Reconcile one CronJob: observe, plan, apply, and write status once if it changed. A
 /// CronJob another replica schedules (`--sharding`) is left alone: it is reconciled again
 /// when it becomes ours.
-pub async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Error> {
-    if !ctx.owns(&cj) {
+pub async fn reconcile(cj: Arc<CachedCronJob>, ctx: Arc<Context>) -> Result<Action, Error> {
+    if !ctx.owns(cj.as_ref()) {
         return Ok(Action::await_change());
     }
     let started = Instant::now();
@@ -34,7 +34,7 @@ pub async fn reconcile(cj: Arc<CronJob>, ctx: Arc<Context>) -> Result<Action, Er
     result
 }
 
-async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, Error> {
+async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Action, Error> {
     if !ctx.index.is_ready() {
         // The Job cache has not listed yet: planning now could miss running Jobs.
         return Ok(Action::requeue(Duration::from_secs(1)));
@@ -45,7 +45,12 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
     ] {
         value.as_ref().ok_or(Error::MissingField(field))?;
     }
-    let cj = ctx.status.view(cached);
+    let key = ObjectRef::from_obj(cached.as_ref());
+    let cj = ctx
+        .status
+        .view(cached)
+        .to_cronjob()
+        .map_err(Error::Decode)?;
     let now = ctx.clock.now();
     let jobs = observe::observe(ctx, &cj).await?;
     let plan = template::checked_plan(ctx, &cj, &jobs, now).await;
@@ -57,10 +62,18 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
     } else {
         requeue
     };
-    // After the failure policy's suspension the status goes on top of the suspended CronJob.
-    let base = applied.suspended.as_ref().unwrap_or(&cj);
-    if !applied.discarded && applied.status != base.status.clone().unwrap_or_default() {
-        ctx.status.submit(base, applied.status);
+    // After the failure policy's suspension the status goes on top of the suspended CronJob:
+    // its version is the precondition.
+    let (base_status, base_version) = match &applied.suspended {
+        Some(patched) => (&patched.status, &patched.metadata.resource_version),
+        None => (&cj.status, &cj.metadata.resource_version),
+    };
+    let unchanged = match base_status {
+        Some(status) => *status == applied.status,
+        None => applied.status == crate::api::CronJobStatus::default(),
+    };
+    if !applied.discarded && !unchanged {
+        ctx.status.submit(key, base_version.clone(), applied.status);
     }
     if let Some(e) = applied.error {
         return Err(e);
@@ -74,7 +87,7 @@ async fn reconcile_inner(cached: Arc<CronJob>, ctx: &Context) -> Result<Action, 
 /// What to do after a failed reconcile: permanent errors wait for an edit; transient ones
 /// back off per object with jitter, but never past the CronJob's next slot (an outage must not
 /// cost the slots after it).
-pub fn error_policy(cj: Arc<CronJob>, error: &Error, ctx: Arc<Context>) -> Action {
+pub fn error_policy(cj: Arc<CachedCronJob>, error: &Error, ctx: Arc<Context>) -> Action {
     ctx.metrics
         .reconcile_errors
         .get_or_create(&metrics::ErrorLabels {
@@ -89,7 +102,11 @@ pub fn error_policy(cj: Arc<CronJob>, error: &Error, ctx: Arc<Context>) -> Actio
     }
     let attempt = ctx.failures.record(&ObjectRef::from_obj(cj.as_ref()));
     let now = ctx.clock.now();
-    let delay = match plan::scheduling::next_run(&cj, now) {
+    let next = cj
+        .to_cronjob()
+        .ok()
+        .and_then(|cj| plan::scheduling::next_run(&cj, now));
+    let delay = match next {
         Some(next) => retry_delay(attempt).min(plan::requeue_for(next, now)),
         None => retry_delay(attempt),
     };

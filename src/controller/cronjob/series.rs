@@ -14,8 +14,8 @@ use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::metrics::gauge::ConstGauge;
 
-use super::plan::scheduling::inputs;
-use crate::api::CronJob;
+use super::plan::scheduling::inputs_of;
+use crate::controller::cache::CachedCronJob;
 use crate::controller::shard::ShardView;
 
 /// Default of `--cronjob-metrics-limit`.
@@ -29,7 +29,7 @@ pub const OMITTED: &str = "kronjob_cronjob_series_omitted";
 struct Gauge {
     name: &'static str,
     help: &'static str,
-    value: fn(&CronJob, Option<i64>) -> Option<i64>,
+    value: fn(&CachedCronJob, Option<i64>) -> Option<i64>,
 }
 
 /// Every per-CronJob gauge, in exposition order.
@@ -97,7 +97,7 @@ fn seconds(t: Timestamp) -> i64 {
 }
 
 fn status_time(
-    cj: &CronJob,
+    cj: &CachedCronJob,
     field: impl Fn(
         &crate::api::CronJobStatus,
     ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
@@ -108,15 +108,21 @@ fn status_time(
 /// The gap from `status.nextScheduleTime` to the slot after it: the CronJob's period (for an
 /// irregular schedule such as weekdays only, the current gap; with several schedules, the
 /// shortest of their gaps, see [`crate::schedule::Schedule::period_at`]).
-fn period(cj: &CronJob) -> Option<i64> {
+fn period(cj: &CachedCronJob) -> Option<i64> {
     let next = cj.status.as_ref()?.next_schedule_time.as_ref()?.0;
-    let (schedule, tz) = inputs(cj).ok()?;
+    let (schedule, tz) = inputs_of(
+        cj.spec.schedule_exprs(),
+        cj.spec.time_zone.as_deref(),
+        cj.metadata.namespace.as_deref().unwrap_or_default(),
+        cj.metadata.name.as_deref().unwrap_or_default(),
+    )
+    .ok()?;
     Some(schedule.period_at(next, &tz)?.as_secs())
 }
 
 #[derive(Debug, Default)]
 struct Source {
-    store: Option<Store<CronJob>>,
+    store: Option<Store<CachedCronJob>>,
     limit: usize,
     /// Which CronJobs are this replica's to export.
     shard: ShardView,
@@ -167,7 +173,7 @@ impl Drop for Attached {
 impl CronJobSeries {
     /// Export the CronJobs of `store` that `shard` says are this replica's, at most `limit` of
     /// them (by namespace and name; 0: none), until the returned guard is dropped.
-    pub fn attach(&self, store: Store<CronJob>, limit: usize, shard: ShardView) -> Attached {
+    pub fn attach(&self, store: Store<CachedCronJob>, limit: usize, shard: ShardView) -> Attached {
         let mut source = self.source.write().unwrap_or_else(|e| e.into_inner());
         let generation = source.generation.wrapping_add(1);
         *source = Source {
@@ -183,7 +189,7 @@ impl CronJobSeries {
     }
 
     /// The CronJobs to export, sorted by namespace and name, and how many the limit left out.
-    fn snapshot(&self) -> (Vec<Arc<CronJob>>, usize) {
+    fn snapshot(&self) -> (Vec<Arc<CachedCronJob>>, usize) {
         let (store, limit, shard) = {
             let source = self.source.read().unwrap_or_else(|e| e.into_inner());
             (source.store.clone(), source.limit, source.shard.clone())
@@ -192,7 +198,7 @@ impl CronJobSeries {
             return (Vec::new(), 0);
         };
         let mut cronjobs = store.state();
-        cronjobs.retain(|cj| shard.owns_cronjob(cj));
+        cronjobs.retain(|cj| shard.owns_cronjob(cj.as_ref()));
         cronjobs.sort_by(|a, b| {
             (&a.metadata.namespace, &a.metadata.name)
                 .cmp(&(&b.metadata.namespace, &b.metadata.name))
@@ -204,7 +210,7 @@ impl CronJobSeries {
 
     /// The period of each CronJob of `rows`, from the last scrape's when its inputs are the
     /// same; the cache keeps only these CronJobs.
-    fn periods(&self, rows: &[(&str, &str, &CronJob)]) -> Vec<Option<i64>> {
+    fn periods(&self, rows: &[(&str, &str, &CachedCronJob)]) -> Vec<Option<i64>> {
         let mut cache = self.periods.lock().unwrap_or_else(|e| e.into_inner());
         let mut fresh = Periods::with_capacity(rows.len());
         let periods = rows
@@ -266,7 +272,7 @@ impl Collector for CronJobSeries {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::api::{CronJobSpec, CronJobStatus};
+    use crate::api::{CronJob, CronJobSpec, CronJobStatus};
     use kube::runtime::watcher::Event;
     use prometheus_client::registry::Registry;
 
@@ -285,11 +291,12 @@ mod tests {
         cj
     }
 
-    fn store(cronjobs: Vec<CronJob>) -> Store<CronJob> {
+    fn store(cronjobs: Vec<CronJob>) -> Store<CachedCronJob> {
         let (reader, mut writer) = kube::runtime::reflector::store();
         writer.apply_watcher_event(&Event::Init);
         for cj in cronjobs {
-            writer.apply_watcher_event(&Event::InitApply(cj));
+            let cached = CachedCronJob::of(&cj).expect("cached");
+            writer.apply_watcher_event(&Event::InitApply(cached));
         }
         writer.apply_watcher_event(&Event::InitDone);
         reader
@@ -464,6 +471,10 @@ kronjob_cronjob_series_omitted 0
         assert_eq!(line(&encode(&series)), None);
         let cached = series.periods.lock().expect("lock").len();
         assert_eq!(cached, 0, "a deleted CronJob's period is dropped");
+    }
+
+    fn period(cj: &CronJob) -> Option<i64> {
+        super::period(&CachedCronJob::of(cj).expect("cached"))
     }
 
     #[test]

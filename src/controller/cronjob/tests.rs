@@ -15,6 +15,7 @@ use tokio_util::sync::CancellationToken;
 use super::*;
 use crate::api::{ConcurrencyPolicy, CronJob};
 use crate::clock::FixedClock;
+use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::controller::index::owner_index;
 use crate::testing::api_script::{Expect, Script, mock_client};
 use crate::testing::fixtures::{CronJobFixture, JobFixture, cronjob, job, t};
@@ -31,7 +32,7 @@ const STATUS: &str = "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/cj/statu
 /// A context on a mocked API with its background workers running.
 struct Harness {
     ctx: Arc<Context>,
-    requests: UnboundedReceiver<ObjectRef<CronJob>>,
+    requests: UnboundedReceiver<super::writer::Key>,
     background: crate::task::TaskSet<crate::task::TaskError>,
 }
 
@@ -77,7 +78,7 @@ impl Harness {
         let (index, mut writer) = owner_index();
         writer.apply_watcher_event(&watcher::Event::Init);
         for j in jobs {
-            writer.apply_watcher_event(&watcher::Event::InitApply(j));
+            writer.apply_watcher_event(&watcher::Event::InitApply(SlimJob(j)));
         }
         writer.apply_watcher_event(&watcher::Event::InitDone);
         let shared = crate::controller::Shared {
@@ -104,7 +105,7 @@ impl Harness {
     async fn reconcile(&self, cj: CronJob) -> Result<Action, Error> {
         tokio::time::timeout(
             Duration::from_secs(2),
-            reconcile(Arc::new(cj), self.ctx.clone()),
+            reconcile(cached(&cj), self.ctx.clone()),
         )
         .await
         .expect("reconcile finishes")
@@ -122,6 +123,11 @@ impl Harness {
         server.await.expect("requests as scripted");
         self.ctx
     }
+}
+
+/// What the CronJob cache would hold of `cj`.
+fn cached(cj: &CronJob) -> Arc<CachedCronJob> {
+    Arc::new(CachedCronJob::of(cj).expect("cached"))
 }
 
 /// The dry-run create that checks the template of a generation not checked yet (a batch/v1
@@ -391,9 +397,9 @@ async fn a_conflicting_status_write_is_not_forced_but_read_fresh_and_replanned()
         .await
         .expect("a new reconcile is asked for")
         .expect("channel open");
-    assert_eq!(again, ObjectRef::from_obj(&cj));
+    assert_eq!(again, ObjectRef::from_obj(cached(&cj).as_ref()));
     // The replanning sees the fresh copy through the stale cache, newer status included.
-    let view = h.ctx.status.view(Arc::new(cj));
+    let view = h.ctx.status.view(cached(&cj));
     assert_eq!(view.metadata.resource_version.as_deref(), Some("7"));
     assert_eq!(
         view.status
@@ -455,8 +461,9 @@ async fn a_failed_create_records_no_slot_and_retries_no_later_than_the_next_slot
         // The status still gets written (conditions, nextScheduleTime) but not the slot.
         status_patch(|s| assert!(s["lastScheduleTime"].is_null())),
     ]);
-    let cj = Arc::new(cronjob("0 * * * *"));
-    let err = h.reconcile((*cj).clone()).await.expect_err("error");
+    let cj = cronjob("0 * * * *");
+    let err = h.reconcile(cj.clone()).await.expect_err("error");
+    let cj = cached(&cj);
     assert_eq!(err.category(), "api_server");
     let key = ObjectRef::from_obj(cj.as_ref());
     let first = error_policy(cj.clone(), &err, h.ctx.clone());
@@ -467,7 +474,7 @@ async fn a_failed_create_records_no_slot_and_retries_no_later_than_the_next_slot
     for _ in 0..20 {
         h.ctx.failures.record(&key);
     }
-    let every_minute = Arc::new(cronjob("* * * * *"));
+    let every_minute = cached(&cronjob("* * * * *"));
     let capped = error_policy(every_minute, &err, h.ctx.clone());
     assert_eq!(
         capped,
@@ -481,8 +488,8 @@ async fn a_failed_create_records_no_slot_and_retries_no_later_than_the_next_slot
 async fn a_recovered_watch_asks_for_every_failed_cronjob_at_once() {
     let (mut h, script) = Harness::new(vec![]);
     let server = script.run(vec![]);
-    let a = ObjectRef::<CronJob>::new("a").within("ns");
-    let b = ObjectRef::<CronJob>::new("b").within("ns");
+    let a = ObjectRef::<CachedCronJob>::new("a").within("ns");
+    let b = ObjectRef::<CachedCronJob>::new("b").within("ns");
     h.ctx.failures.record(&a);
     h.ctx.failures.record(&b);
     let mut watch = driver::recovery::<(), &str>(h.ctx.clone());
@@ -826,4 +833,73 @@ async fn a_create_refused_as_invalid_stops_the_generation_without_retries() {
     h.reconcile(bad).await.expect("again");
     let ctx = h.verdict(server).await;
     assert_eq!(ctx.failures.get(&ObjectRef::new("cj").within("ns")), 0);
+}
+
+/// The failure policy's suspension: the generation-guarded spec patch, then the status on top
+/// of the patched CronJob (its resourceVersion the precondition, not the cached one); a
+/// reconcile on the cache that still shows the CronJob from before the patch plans from the
+/// patched CronJob and its written status, and makes no request.
+#[tokio::test]
+async fn the_failure_policys_suspension_writes_the_status_on_the_patched_version() {
+    let failed = job("a").scheduled().failed_at("2016-05-19T10:00:30Z");
+    let mut cj = cronjob("0 * * * *")
+        .last_scheduled("2016-05-19T10:00:00Z")
+        .suspend_after(1);
+    cj.metadata.generation = Some(1);
+    cj.status
+        .get_or_insert_default()
+        .set_active(vec![crate::job::job_ref(&failed)]);
+    let mut patched = serde_json::to_value(&cj).expect("json");
+    patched["spec"]["suspend"] = json!(true);
+    patched["metadata"]["generation"] = json!(2);
+    patched["metadata"]["resourceVersion"] = json!("5");
+    let answer = patched.clone();
+    let (h, script) = Harness::new(vec![failed]);
+    let server = script.run(vec![
+        Expect::patch(CRONJOB).answer(move |body| {
+            assert_eq!(
+                *body,
+                json!([
+                    {"op": "test", "path": "/metadata/generation", "value": 1},
+                    {"op": "add", "path": "/spec/suspend", "value": true}
+                ])
+            );
+            (StatusCode::OK, answer.clone())
+        }),
+        event("SuspendedAfterFailures", "Warning"),
+        event("SawCompletedJob", "Normal"),
+        Expect::patch(STATUS)
+            .answer(move |body| {
+                assert_eq!(
+                    body["metadata"]["resourceVersion"], "5",
+                    "the patched version"
+                );
+                assert_eq!(body["status"]["consecutiveFailures"], 1);
+                assert_eq!(body["status"]["observedGeneration"], 2);
+                // As the API server applies a merge patch: a null removes the field.
+                let mut written = patched.clone();
+                json_patch::merge(&mut written["status"], &body["status"]);
+                written["metadata"]["resourceVersion"] = json!("6");
+                (StatusCode::OK, written)
+            })
+            .unordered(),
+    ]);
+    h.reconcile(cj.clone()).await.expect("suspends");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The watch has shown neither the patch nor the status write: views show the patched
+    // CronJob with the status planned on it (written on top of it by now, or about to be).
+    h.reconcile(cj.clone()).await.expect("nothing more");
+    let view = h.ctx.status.view(cached(&cj));
+    assert_eq!(view.spec.suspend, Some(true));
+    let planned = view.status.clone().expect("status");
+    assert_eq!(planned.consecutive_failures, 1);
+    let ctx = h.verdict(server).await;
+    let view = ctx.status.view(cached(&cj));
+    assert_eq!(view.metadata.resource_version.as_deref(), Some("6"));
+    assert_eq!(
+        view.spec.suspend,
+        Some(true),
+        "the patched spec, not the cache's"
+    );
+    assert_eq!(view.status, Some(planned));
 }

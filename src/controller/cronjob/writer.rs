@@ -12,6 +12,14 @@
 //! our own writes). So a reconcile right after a write plans from the written status and finds
 //! nothing to do, instead of writing the same status again on top of a stale copy.
 //! Several submissions for one CronJob before its write coalesce into one write.
+//!
+//! A spec patch this process makes elsewhere (the failure policy's suspension) is made known
+//! with [`superseded`](StatusWriter::superseded): views show the patched CronJob until the
+//! watch does, and the status planned on it carries the patched version as precondition.
+//!
+//! What it keeps of a write is the answer's `resourceVersion` and status, not the answer (a
+//! whole CronJob with its managedFields), and only until the watch shows that version
+//! ([`observed`](StatusWriter::observed)).
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::{Arc, Mutex};
@@ -25,8 +33,9 @@ use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use super::status::status_patch;
-use crate::api::{CronJob, CronJobStatus};
+use crate::api::CronJobStatus;
 use crate::backoff::retry_delay;
+use crate::controller::cache::CachedCronJob;
 use crate::controller::gate::Gate;
 use crate::telemetry::Throttle;
 
@@ -36,23 +45,86 @@ pub const MAX_RETRY: Duration = Duration::from_secs(5);
 /// Superseded resourceVersions remembered per CronJob (the cache lags by a few at most).
 const STALE_KEPT: usize = 8;
 
-type Key = ObjectRef<CronJob>;
+/// A CronJob, as the controller's channels and maps name it.
+pub type Key = ObjectRef<CachedCronJob>;
 
-/// A status to write, and the object it was planned from (its `resourceVersion` is the
-/// precondition).
+/// A status to write, and the `resourceVersion` it was planned from (the precondition).
 #[derive(Debug, Clone)]
 struct Pending {
-    base: Arc<CronJob>,
+    base: Option<String>,
     status: CronJobStatus,
     attempts: u32,
 }
 
-/// An object newer than the cache: written by us or read fresh after a conflict. The cache
-/// showing one of the `stale` versions lags behind it.
+/// What is newer than the cache: the version and status we wrote, the object read fresh
+/// after a conflict, or the answer to our spec patch. The cache showing one of the `stale` versions lags behind it; a watch
+/// event showing any other version makes it moot.
 #[derive(Debug)]
 struct Known {
-    object: Arc<CronJob>,
+    newer: Newer,
     stale: Vec<String>,
+}
+
+#[derive(Debug)]
+enum Newer {
+    /// Our write: its answer's version and status (the rest of the object is the cache's;
+    /// the status boxed, as it is most of the size).
+    Written {
+        resource_version: Option<String>,
+        status: Option<Box<CronJobStatus>>,
+    },
+    /// Read after a conflict (someone else changed it), or the answer to a write of ours
+    /// outside the status writer (the failure policy's spec patch): the whole object.
+    Read(Arc<CachedCronJob>),
+}
+
+impl Newer {
+    /// `self`, which superseded `older`: a written status over a whole object is that object
+    /// with the written version and status.
+    fn onto(self, older: Newer) -> Newer {
+        match (self, older) {
+            (
+                Newer::Written {
+                    resource_version,
+                    status,
+                },
+                Newer::Read(base),
+            ) => {
+                let mut object = CachedCronJob::clone(&base);
+                object.metadata.resource_version = resource_version;
+                object.status = status.map(|s| *s);
+                Newer::Read(Arc::new(object))
+            }
+            (newer, _) => newer,
+        }
+    }
+}
+
+impl Known {
+    fn resource_version(&self) -> Option<&str> {
+        match &self.newer {
+            Newer::Written {
+                resource_version, ..
+            } => resource_version.as_deref(),
+            Newer::Read(cj) => cj.metadata.resource_version.as_deref(),
+        }
+    }
+
+    /// `cached` (a version in `stale`) brought up to what is known.
+    fn over(&self, cached: &Arc<CachedCronJob>) -> Arc<CachedCronJob> {
+        match &self.newer {
+            Newer::Written {
+                resource_version,
+                status,
+            } => {
+                let mut view = CachedCronJob::clone(cached);
+                view.metadata.resource_version.clone_from(resource_version);
+                view.status = status.as_deref().cloned();
+                Arc::new(view)
+            }
+            Newer::Read(fresh) => Arc::clone(fresh),
+        }
+    }
 }
 
 #[derive(Debug, Default)]
@@ -71,18 +143,22 @@ impl State {
         }
     }
 
-    /// Record that `object` is the CronJob now, superseding `base_rv` (and whatever `base_rv`
-    /// itself superseded).
-    fn learn(&mut self, key: &Key, base_rv: Option<String>, object: Arc<CronJob>) {
-        let mut stale = match self.known.remove(key) {
-            Some(old) if old.object.resource_version() == base_rv => old.stale,
-            _ => Vec::new(),
+    /// Record that `newer` is the CronJob now, superseding `base_rv` (and whatever `base_rv`
+    /// itself superseded). A status written on top of a whole object we know (read after a
+    /// conflict, or our spec patch's answer) goes into that object: the cache's older copy
+    /// has neither its spec nor its metadata.
+    fn learn(&mut self, key: &Key, base_rv: Option<String>, newer: Newer) {
+        let (mut stale, newer) = match self.known.remove(key) {
+            Some(old) if old.resource_version() == base_rv.as_deref() => {
+                (old.stale, newer.onto(old.newer))
+            }
+            _ => (Vec::new(), newer),
         };
         stale.extend(base_rv);
         if stale.len() > STALE_KEPT {
             stale.drain(..stale.len() - STALE_KEPT);
         }
-        self.known.insert(key.clone(), Known { object, stale });
+        self.known.insert(key.clone(), Known { newer, stale });
     }
 }
 
@@ -112,12 +188,6 @@ impl std::fmt::Debug for StatusWriter {
     }
 }
 
-fn with_status(object: &CronJob, status: &CronJobStatus) -> CronJob {
-    let mut out = object.clone();
-    out.status = Some(status.clone());
-    out
-}
-
 impl StatusWriter {
     /// A writer whose conflicts ask `reconcile` for a new reconcile of the CronJob.
     pub fn new(client: Client, gate: Gate, reconcile: UnboundedSender<Key>) -> Self {
@@ -137,16 +207,16 @@ impl StatusWriter {
         self.inner.state.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// The freshest copy of `cached` this process knows: the cache's, unless our own submitted,
-    /// in-flight or written status is newer.
-    pub fn view(&self, cached: Arc<CronJob>) -> Arc<CronJob> {
+    /// The freshest copy of `cached` this process knows: the cache's, unless what we wrote
+    /// (or read after a conflict) is newer; with our submitted or in-flight status over it.
+    pub fn view(&self, cached: Arc<CachedCronJob>) -> Arc<CachedCronJob> {
         let key = ObjectRef::from_obj(cached.as_ref());
         let mut state = self.state();
         let rv = cached.resource_version();
         let mut view = cached;
         if let Some(known) = state.known.get(&key) {
             if rv.as_ref().is_some_and(|rv| known.stale.contains(rv)) {
-                view = Arc::clone(&known.object);
+                view = known.over(&view);
             } else {
                 // The cache caught up with what we know, or moved past it.
                 state.known.remove(&key);
@@ -154,36 +224,49 @@ impl StatusWriter {
         }
         let unwritten = state.pending.get(&key).or_else(|| state.writing.get(&key));
         if let Some(p) = unwritten
-            && p.base.resource_version() == view.resource_version()
+            && p.base.as_deref() == view.metadata.resource_version.as_deref()
         {
-            view = Arc::new(with_status(&view, &p.status));
+            let mut overlaid = CachedCronJob::clone(&view);
+            overlaid.status = Some(p.status.clone());
+            view = Arc::new(overlaid);
         }
         view
     }
 
-    /// `object`, which this process wrote outside the status writer (a spec patch), supersedes
-    /// `before` (a view): a cache still showing `before` lags behind it.
-    pub fn superseded(&self, before: &CronJob, object: Arc<CronJob>) {
-        let key = ObjectRef::from_obj(before);
-        self.state().learn(&key, before.resource_version(), object);
+    /// `object`, which this process wrote outside the status writer (a spec patch, its answer
+    /// decoded as the cache decodes), supersedes the version `before` (that of a view): a
+    /// cache still showing `before`, or a version `before` superseded, lags behind it.
+    pub fn superseded(&self, key: &Key, before: Option<String>, object: Arc<CachedCronJob>) {
+        self.state().learn(key, before, Newer::Read(object));
     }
 
-    /// Write `status` for the CronJob `view` (as returned by [`Self::view`]); replaces any
-    /// status submitted for it and not yet written.
-    pub fn submit(&self, view: &CronJob, status: CronJobStatus) {
-        let key = ObjectRef::from_obj(view);
+    /// The watch shows `cj`: what we knew newer than an older version of it is moot once the
+    /// cache holds any version that is not one of those it superseded.
+    pub fn observed(&self, cj: &CachedCronJob) {
+        let key = ObjectRef::from_obj(cj);
         let mut state = self.state();
-        // The precondition is the object's version without our unwritten overlay: a view built
-        // from an unwritten status keeps that status's base version.
-        let base = match state.pending.get(&key).or_else(|| state.writing.get(&key)) {
-            Some(p) if p.base.resource_version() == view.resource_version() => Arc::clone(&p.base),
-            _ => Arc::new(view.clone()),
+        let Some(known) = state.known.get(&key) else {
+            return;
         };
+        let stale = cj
+            .metadata
+            .resource_version
+            .as_ref()
+            .is_some_and(|rv| known.stale.contains(rv));
+        if !stale {
+            state.known.remove(&key);
+        }
+    }
+
+    /// Write `status` for the CronJob whose [`view`](Self::view) had `resource_version`;
+    /// replaces any status submitted for it and not yet written.
+    pub fn submit(&self, key: Key, resource_version: Option<String>, status: CronJobStatus) {
+        let mut state = self.state();
         let attempts = state.pending.get(&key).map_or(0, |p| p.attempts);
         state.pending.insert(
             key.clone(),
             Pending {
-                base,
+                base: resource_version,
                 status,
                 attempts,
             },
@@ -193,17 +276,32 @@ impl StatusWriter {
         self.inner.work.notify_one();
     }
 
+    /// What is remembered, by kind: (statuses not yet written, versions newer than the
+    /// cache).
+    pub fn remembered(&self) -> (usize, usize) {
+        let state = self.state();
+        (state.pending.len() + state.writing.len(), state.known.len())
+    }
+
     /// Statuses submitted or being written, not yet done.
     pub fn unwritten(&self) -> usize {
         let state = self.state();
         state.pending.len() + state.writing.len()
     }
 
-    /// Forget everything about CronJobs for which `exists` is false (deleted ones).
-    pub fn retain(&self, exists: impl Fn(&Key) -> bool) {
+    /// Forget everything about CronJobs the cache no longer holds (`cached` gives the cached
+    /// copy), and what we knew newer than a cache that has caught up since.
+    pub fn prune(&self, cached: impl Fn(&Key) -> Option<Arc<CachedCronJob>>) {
         let mut state = self.state();
-        state.known.retain(|k, _| exists(k));
-        state.pending.retain(|k, _| exists(k));
+        state.known.retain(|k, known| {
+            cached(k).is_some_and(|cj| {
+                cj.metadata
+                    .resource_version
+                    .as_ref()
+                    .is_some_and(|rv| known.stale.contains(rv))
+            })
+        });
+        state.pending.retain(|k, _| cached(k).is_some());
     }
 
     fn next(&self) -> Option<(Key, Pending)> {
@@ -257,12 +355,11 @@ impl StatusWriter {
 
     /// Write one status and learn the outcome.
     async fn write(&self, key: Key, pending: Pending) {
-        let base = &pending.base;
-        let name = base.name_any();
-        let namespace = base.namespace().unwrap_or_default();
-        let api: Api<CronJob> = Api::namespaced(self.inner.client.clone(), &namespace);
+        let name = key.name.clone();
+        let namespace = key.namespace.clone().unwrap_or_default();
+        let api: Api<CachedCronJob> = Api::namespaced(self.inner.client.clone(), &namespace);
         let mut body = status_patch(&pending.status);
-        body["metadata"] = serde_json::json!({ "resourceVersion": base.resource_version() });
+        body["metadata"] = serde_json::json!({ "resourceVersion": pending.base });
         let result = api
             .patch_status(&name, &PatchParams::default(), &Patch::Merge(&body))
             .await;
@@ -270,15 +367,17 @@ impl StatusWriter {
             Ok(written) => {
                 let mut state = self.state();
                 state.writing.remove(&key);
-                let new_rv = written.resource_version();
-                state.learn(&key, base.resource_version(), Arc::new(written));
+                let new_rv = written.metadata.resource_version;
+                let newer = Newer::Written {
+                    resource_version: new_rv.clone(),
+                    status: written.status.map(Box::new),
+                };
+                state.learn(&key, pending.base.clone(), newer);
                 // A status planned on top of the one just written was based on its version.
                 if let Some(next) = state.pending.get_mut(&key)
-                    && next.base.resource_version() == base.resource_version()
+                    && next.base == pending.base
                 {
-                    let mut rebased = (*next.base).clone();
-                    rebased.metadata.resource_version = new_rv;
-                    next.base = Arc::new(rebased);
+                    next.base = new_rv;
                 }
                 None
             }
@@ -289,7 +388,7 @@ impl StatusWriter {
                         let mut state = self.state();
                         state.writing.remove(&key);
                         state.pending.remove(&key);
-                        state.learn(&key, base.resource_version(), Arc::new(fresh));
+                        state.learn(&key, pending.base.clone(), Newer::Read(Arc::new(fresh)));
                     }
                     Ok(None) => self.forget(&key),
                     Err(_) => {

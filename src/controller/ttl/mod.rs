@@ -37,7 +37,6 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt, future};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::NamespaceResourceScope;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::{Pod, PodSpec};
 use kube::api::{Api, PropagationPolicy};
 use kube::runtime::controller::{Action, Config as ApplierConfig, trigger_self};
@@ -53,6 +52,7 @@ use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
 use crate::backoff::{self, Failures};
 use crate::clock::Clock;
 use crate::controller::Shared;
+use crate::controller::cache::SlimJob;
 use crate::controller::events::Recorder;
 use crate::controller::shard::{self, ShardView};
 use crate::job::{self as jobs, Deletion};
@@ -209,21 +209,22 @@ trait TtlObject:
     fn shard_key(&self) -> String;
 }
 
-impl TtlObject for Job {
+/// Jobs are watched and read decoded slim ([`SlimJob`]: no pod template, no managedFields).
+impl TtlObject for SlimJob {
     const KIND: ObjectKind = ObjectKind::Job;
     const PROPAGATION: PropagationPolicy = PropagationPolicy::Foreground;
 
     fn ttl_state(&self, now: Timestamp) -> TtlState {
-        decision::job_ttl_state(self, now)
+        decision::job_ttl_state(&self.0, now)
     }
 
     fn finish_time(&self) -> Option<Timestamp> {
-        jobs::finish(self).and_then(|f| f.at)
+        jobs::finish(&self.0).and_then(|f| f.at)
     }
 
     fn in_scope(&self, scope: TtlScope) -> bool {
         match scope {
-            TtlScope::Owned => jobs::is_controlled_by_kronjob(self),
+            TtlScope::Owned => jobs::is_controlled_by_kronjob(&self.0),
             TtlScope::All => true,
             TtlScope::Off => false,
         }
@@ -238,12 +239,12 @@ impl TtlObject for Job {
     }
 
     fn slim(&mut self) {
-        jobs::slim(self);
+        // Decoded slim already.
     }
 
     fn shard_key(&self) -> String {
         // With the CronJob that controls it: one replica handles a CronJob and its Jobs.
-        shard::job_key(self)
+        shard::job_key(&self.0)
     }
 }
 
@@ -641,7 +642,7 @@ pub async fn run(
     let ctx = Arc::new(Context::new(&shared, metrics, args.ttl_jobs));
     let mut pipelines = Vec::new();
     if args.ttl_jobs != TtlScope::Off {
-        for (_, api) in shared.scope.apis::<Job>(&shared.client) {
+        for (_, api) in shared.scope.apis::<SlimJob>(&shared.client) {
             pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()));
         }
     }

@@ -11,7 +11,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
 use super::{Action, PlanConfig, event, events};
-use crate::api::{ConcurrencyPolicy, CronJob};
+use crate::api::{ConcurrencyPolicy, CronJob, ScheduleFieldsError};
 use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
 use crate::schedule::{self, ListError, Schedule, SlotError, SlotQuery};
@@ -112,21 +112,32 @@ pub fn requeue_for(next: Timestamp, now: Timestamp) -> Duration {
 
 /// The CronJob's zone and parsed schedule, or why it cannot schedule.
 pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
-    let tz = schedule::time_zone(cj.spec.time_zone.as_deref()).map_err(|e| {
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cj.metadata.name.as_deref().unwrap_or_default();
+    inputs_of(
+        cj.spec.schedule_exprs(),
+        cj.spec.time_zone.as_deref(),
+        namespace,
+        name,
+    )
+}
+
+/// [`inputs`] from the fields it reads: the schedule expressions (or why the spec names none)
+/// and zone of the CronJob `namespace/name`.
+pub fn inputs_of(
+    exprs: Result<&[String], ScheduleFieldsError>,
+    time_zone: Option<&str>,
+    namespace: &str,
+    name: &str,
+) -> Result<(Schedule, TimeZone), Readiness> {
+    let tz = schedule::time_zone(time_zone).map_err(|e| {
         Readiness::not_ready(
             reason::UNKNOWN_TIME_ZONE,
-            format!(
-                "invalid timeZone: {:?}: {e}",
-                cj.spec.time_zone.as_deref().unwrap_or_default()
-            ),
+            format!("invalid timeZone: {:?}: {e}", time_zone.unwrap_or_default()),
             Some(events::UNKNOWN_TIME_ZONE),
         )
     })?;
-    let key = format!(
-        "{}/{}",
-        cj.metadata.namespace.as_deref().unwrap_or_default(),
-        cj.metadata.name.as_deref().unwrap_or_default()
-    );
+    let key = format!("{namespace}/{name}");
     let invalid = |message: String| {
         Readiness::not_ready(
             reason::INVALID_SCHEDULE,
@@ -134,10 +145,7 @@ pub fn inputs(cj: &CronJob) -> Result<(Schedule, TimeZone), Readiness> {
             Some(events::INVALID_SCHEDULE),
         )
     };
-    let exprs = cj
-        .spec
-        .schedule_exprs()
-        .map_err(|e| invalid(format!("invalid schedule: {e}")))?;
+    let exprs = exprs.map_err(|e| invalid(format!("invalid schedule: {e}")))?;
     let sched = Schedule::parse_each(exprs, &key)
         .map_err(|e| invalid(format!("invalid schedule: {}", list_error(exprs, &e))))?;
     Ok((sched, tz))

@@ -1,0 +1,301 @@
+//! The CronJob as the controller caches it: its metadata as [`super::meta`] keeps it, the
+//! spec's scalars, the Job template as its compact JSON text (one copy shared by every CronJob
+//! with the same template, decoded only when a reconcile needs the whole CronJob), and the
+//! status. Decoded straight from the API server's JSON; a whole [`CronJob`] is made from it
+//! for each reconcile ([`CachedCronJob::to_cronjob`]).
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use serde::{Deserialize, Deserializer};
+
+use crate::api::{
+    ConcurrencyPolicy, CronJob, CronJobSpec, CronJobStatus, DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
+    DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, DEFAULT_SUSPEND, FailurePolicy, ScheduleFieldsError,
+    schedule_exprs,
+};
+
+/// A cached CronJob.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+pub struct CachedCronJob {
+    /// Identity, versions, creation and deletion time, kronjob's annotations.
+    #[serde(deserialize_with = "super::meta::deserialize")]
+    pub metadata: ObjectMeta,
+    /// The spec's scalars and the template's text.
+    pub spec: Spec,
+    /// The status, whole.
+    #[serde(default)]
+    pub status: Option<CronJobStatus>,
+}
+
+/// The spec, with the fields and defaults of [`CronJobSpec`] and the template kept as text.
+#[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Spec {
+    /// `spec.schedule`.
+    #[serde(default)]
+    pub schedule: Option<String>,
+    /// `spec.schedules`.
+    #[serde(default)]
+    pub schedules: Option<Vec<String>>,
+    /// `spec.timeZone`.
+    #[serde(default)]
+    pub time_zone: Option<String>,
+    /// `spec.startingDeadlineSeconds`.
+    #[serde(default)]
+    pub starting_deadline_seconds: Option<i64>,
+    /// `spec.concurrencyPolicy`.
+    #[serde(default)]
+    pub concurrency_policy: ConcurrencyPolicy,
+    /// `spec.suspend`.
+    #[serde(default = "suspend")]
+    pub suspend: Option<bool>,
+    /// `spec.jobTemplate`, as compact JSON text.
+    pub job_template: Template,
+    /// `spec.successfulJobsHistoryLimit`.
+    #[serde(default = "successful")]
+    pub successful_jobs_history_limit: Option<i32>,
+    /// `spec.failedJobsHistoryLimit`.
+    #[serde(default = "failed")]
+    pub failed_jobs_history_limit: Option<i32>,
+    /// `spec.failurePolicy`.
+    #[serde(default)]
+    pub failure_policy: Option<FailurePolicy>,
+}
+
+fn suspend() -> Option<bool> {
+    Some(DEFAULT_SUSPEND)
+}
+fn successful() -> Option<i32> {
+    Some(DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT)
+}
+fn failed() -> Option<i32> {
+    Some(DEFAULT_FAILED_JOBS_HISTORY_LIMIT)
+}
+
+impl Spec {
+    /// Whether creation of new Jobs is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.suspend.unwrap_or(false)
+    }
+
+    /// The schedule expressions, as [`CronJobSpec::schedule_exprs`] gives them.
+    pub fn schedule_exprs(&self) -> Result<&[String], ScheduleFieldsError> {
+        schedule_exprs(self.schedule.as_ref(), self.schedules.as_deref())
+    }
+}
+
+/// A Job template as the API server sent it (compact JSON); CronJobs with the same template
+/// share one copy.
+#[derive(Debug, Clone)]
+pub struct Template(Arc<str>);
+
+impl PartialEq for Template {
+    fn eq(&self, other: &Self) -> bool {
+        Arc::ptr_eq(&self.0, &other.0) || self.0 == other.0
+    }
+}
+
+impl Template {
+    /// The template for `text`, shared with any other of the same text.
+    pub fn new(text: &str) -> Self {
+        Template(intern(text))
+    }
+
+    /// The JSON text.
+    pub fn text(&self) -> &str {
+        &self.0
+    }
+
+    /// The template, decoded.
+    pub fn decode(
+        &self,
+    ) -> Result<k8s_openapi::api::batch::v1::JobTemplateSpec, serde_json::Error> {
+        serde_json::from_str(&self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Template {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let raw = <&'de serde_json::value::RawValue>::deserialize(d);
+        match raw {
+            Ok(raw) => Ok(Template::new(raw.get())),
+            // Not borrowable from the input (a `serde_json::Value`, or a reader): go through a
+            // value, then its compact text.
+            Err(_) => Err(serde::de::Error::custom(
+                "a Job template must be decoded from JSON text",
+            )),
+        }
+    }
+}
+
+/// Templates by hash, each held weakly: a template lives as long as a CronJob holds it.
+#[derive(Default)]
+struct Interner {
+    by_hash: HashMap<u64, Vec<Weak<str>>>,
+    /// Entries at the last sweep of dead ones.
+    swept_at: usize,
+}
+
+static TEMPLATES: LazyLock<Mutex<Interner>> = LazyLock::new(Mutex::default);
+
+fn intern(text: &str) -> Arc<str> {
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    let hash = hasher.finish();
+    let mut interner = TEMPLATES.lock().unwrap_or_else(|e| e.into_inner());
+    let bucket = interner.by_hash.entry(hash).or_default();
+    bucket.retain(|w| w.strong_count() > 0);
+    if let Some(found) = bucket
+        .iter()
+        .filter_map(Weak::upgrade)
+        .find(|t| **t == *text)
+    {
+        return found;
+    }
+    let fresh: Arc<str> = Arc::from(text);
+    bucket.push(Arc::downgrade(&fresh));
+    let len = interner.by_hash.len();
+    if len > 64 && len > interner.swept_at * 2 {
+        interner.by_hash.retain(|_, b| {
+            b.retain(|w| w.strong_count() > 0);
+            !b.is_empty()
+        });
+        interner.swept_at = interner.by_hash.len();
+    }
+    fresh
+}
+
+impl kube::Resource for CachedCronJob {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        CronJob::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        CronJob::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        CronJob::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        CronJob::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.metadata
+    }
+}
+
+impl CachedCronJob {
+    /// The whole CronJob, its template decoded.
+    pub fn to_cronjob(&self) -> Result<CronJob, serde_json::Error> {
+        let spec = &self.spec;
+        Ok(CronJob {
+            metadata: self.metadata.clone(),
+            spec: CronJobSpec {
+                schedule: spec.schedule.clone(),
+                schedules: spec.schedules.clone(),
+                time_zone: spec.time_zone.clone(),
+                starting_deadline_seconds: spec.starting_deadline_seconds,
+                concurrency_policy: spec.concurrency_policy,
+                suspend: spec.suspend,
+                job_template: spec.job_template.decode()?,
+                successful_jobs_history_limit: spec.successful_jobs_history_limit,
+                failed_jobs_history_limit: spec.failed_jobs_history_limit,
+                failure_policy: spec.failure_policy.clone(),
+            },
+            status: self.status.clone(),
+        })
+    }
+
+    /// What the cache would hold of `cj` (as if read from the API server).
+    pub fn of(cj: &CronJob) -> Result<Self, serde_json::Error> {
+        serde_json::from_str(&serde_json::to_string(cj)?)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixtures::cronjob;
+
+    #[test]
+    fn the_whole_cronjob_comes_back_without_what_is_not_read() {
+        let mut cj = cronjob("*/5 * * * *");
+        cj.spec.time_zone = Some("Europe/Berlin".into());
+        cj.spec.starting_deadline_seconds = Some(30);
+        cj.spec.concurrency_policy = ConcurrencyPolicy::Forbid;
+        cj.metadata.managed_fields = Some(vec![Default::default()]);
+        cj.status = Some(CronJobStatus {
+            active_count: 0,
+            observed_generation: Some(4),
+            ..Default::default()
+        });
+        let cached = CachedCronJob::of(&cj).expect("decodes");
+        let back = cached.to_cronjob().expect("template decodes");
+        let mut want = cj.clone();
+        want.metadata.managed_fields = None;
+        assert_eq!(back, want);
+    }
+
+    #[test]
+    fn several_schedules_and_the_failure_policy_come_back() {
+        let mut cj = cronjob("*/5 * * * *");
+        cj.spec.schedule = None;
+        cj.spec.schedules = Some(vec!["*/2 * * * *".into(), "*/3 * * * *".into()]);
+        cj.spec.failure_policy = Some(FailurePolicy {
+            suspend_after_consecutive_failures: Some(3),
+        });
+        cj.status = Some(CronJobStatus {
+            consecutive_failures: 2,
+            schedule: Some(cj.spec.schedule_summary()),
+            ..Default::default()
+        });
+        let cached = CachedCronJob::of(&cj).expect("decodes");
+        assert_eq!(
+            cached.spec.schedule_exprs(),
+            cj.spec.schedule_exprs(),
+            "the same expressions"
+        );
+        assert_eq!(cached.to_cronjob().expect("template decodes"), cj);
+        let mut both = cached.clone();
+        both.spec.schedule = Some("* * * * *".into());
+        assert_eq!(both.spec.schedule_exprs(), Err(ScheduleFieldsError::Both));
+    }
+
+    #[test]
+    fn same_templates_share_one_copy() {
+        let a = CachedCronJob::of(&cronjob("* * * * *")).expect("a");
+        let mut other = cronjob("0 * * * *");
+        other.metadata.name = Some("other".into());
+        let b = CachedCronJob::of(&other).expect("b");
+        assert!(Arc::ptr_eq(&a.spec.job_template.0, &b.spec.job_template.0));
+        let mut different = cronjob("* * * * *");
+        different.spec.job_template.metadata = Some(ObjectMeta {
+            labels: Some([("x".to_string(), "y".to_string())].into()),
+            ..Default::default()
+        });
+        let c = CachedCronJob::of(&different).expect("c");
+        assert!(!Arc::ptr_eq(&a.spec.job_template.0, &c.spec.job_template.0));
+        assert_ne!(a.spec.job_template, c.spec.job_template);
+    }
+
+    #[test]
+    fn defaults_are_the_specs() {
+        let json =
+            r#"{"metadata": {"name": "a"}, "spec": {"schedule": "* * * * *", "jobTemplate": {}}}"#;
+        let cached: CachedCronJob = serde_json::from_str(json).expect("decodes");
+        let spec: CronJobSpec =
+            serde_json::from_str(r#"{"schedule": "* * * * *", "jobTemplate": {}}"#).expect("spec");
+        let back = cached.to_cronjob().expect("cronjob").spec;
+        assert_eq!(back, spec);
+    }
+}

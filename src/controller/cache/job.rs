@@ -1,0 +1,319 @@
+//! Jobs as the controllers read them. [`SlimJob`] is a Job decoded with only what any
+//! controller reads (metadata as [`super::meta`] keeps it, `ttlSecondsAfterFinished`, the start
+//! and completion times and the conditions' type, status and time): the pod template,
+//! managedFields and the rest are skipped while decoding. [`CachedJob`] is what the owner
+//! index keeps of one, made back into a Job for a reconcile ([`CachedJob::to_job`]).
+
+use std::borrow::Cow;
+use std::sync::Arc;
+
+use jiff::Timestamp;
+use k8s_openapi::NamespaceResourceScope;
+use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
+use crate::job::{self, Finish, Outcome, Ran};
+
+/// A Job with only the fields the controllers read. It encodes as the Job it holds (so a Job
+/// to create can be sent as one, and the answer decoded slim).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct SlimJob(pub Job);
+
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(deserialize_with = "super::meta::deserialize", default)]
+    metadata: ObjectMeta,
+    #[serde(default)]
+    spec: Option<WireSpec>,
+    #[serde(default)]
+    status: Option<WireStatus>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireSpec {
+    #[serde(default)]
+    ttl_seconds_after_finished: Option<i32>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireStatus {
+    #[serde(default)]
+    start_time: Option<Time>,
+    #[serde(default)]
+    completion_time: Option<Time>,
+    #[serde(default)]
+    conditions: Option<Vec<WireCondition>>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct WireCondition {
+    #[serde(rename = "type")]
+    type_: String,
+    status: String,
+    #[serde(default)]
+    last_transition_time: Option<Time>,
+}
+
+impl<'de> Deserialize<'de> for SlimJob {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let w = Wire::deserialize(d)?;
+        let spec = w.spec.map(|s| JobSpec {
+            ttl_seconds_after_finished: s.ttl_seconds_after_finished,
+            ..JobSpec::default()
+        });
+        let status = w.status.map(|s| JobStatus {
+            start_time: s.start_time,
+            completion_time: s.completion_time,
+            conditions: s.conditions.map(|c| {
+                c.into_iter()
+                    .map(|c| JobCondition {
+                        type_: c.type_,
+                        status: c.status,
+                        last_transition_time: c.last_transition_time,
+                        ..JobCondition::default()
+                    })
+                    .collect()
+            }),
+            ..JobStatus::default()
+        });
+        Ok(SlimJob(Job {
+            metadata: w.metadata,
+            spec,
+            status,
+        }))
+    }
+}
+
+impl Serialize for SlimJob {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl kube::Resource for SlimJob {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    fn kind(dt: &()) -> Cow<'_, str> {
+        Job::kind(dt)
+    }
+    fn group(dt: &()) -> Cow<'_, str> {
+        Job::group(dt)
+    }
+    fn version(dt: &()) -> Cow<'_, str> {
+        Job::version(dt)
+    }
+    fn plural(dt: &()) -> Cow<'_, str> {
+        Job::plural(dt)
+    }
+    fn meta(&self) -> &ObjectMeta {
+        &self.0.metadata
+    }
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.0.metadata
+    }
+}
+
+/// Which run a cached Job was for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Run {
+    /// A slot: the scheduled-time annotation.
+    Scheduled(Box<str>),
+    /// A manual run.
+    Manual,
+    /// Neither: not created by kronjob.
+    Unknown,
+}
+
+/// The kronjob CronJob controlling a Job (see [`job::controller_uid`]); the Jobs of one
+/// CronJob share one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Owner {
+    /// Its UID.
+    pub uid: Box<str>,
+    /// Its name.
+    pub name: Box<str>,
+}
+
+/// What the owner index keeps of a Job (its namespace and name are the index's key).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CachedJob {
+    /// UID.
+    pub uid: Option<Box<str>>,
+    /// The CronJob controlling it.
+    pub owner: Option<Arc<Owner>>,
+    /// Which run it was for.
+    pub run: Run,
+    /// `status.startTime`.
+    pub started: Option<Timestamp>,
+    /// Whether, how and when it finished.
+    pub finish: Option<Finish>,
+    /// `metadata.deletionTimestamp`.
+    pub deleting: Option<Timestamp>,
+    /// `spec.ttlSecondsAfterFinished`.
+    pub ttl: Option<i32>,
+}
+
+impl CachedJob {
+    /// What the index keeps of `job`.
+    pub fn of(job: &Job) -> Self {
+        let meta = &job.metadata;
+        let owner = job::controller_uid(job).and_then(|uid| {
+            let name = meta
+                .owner_references
+                .as_deref()?
+                .iter()
+                .find(|r| r.uid == uid)?;
+            Some(Arc::new(Owner {
+                uid: uid.into(),
+                name: name.name.as_str().into(),
+            }))
+        });
+        let run = match job::ran_for(job) {
+            Ran::Scheduled(at) => Run::Scheduled(at.into()),
+            Ran::Manual => Run::Manual,
+            Ran::Unknown => Run::Unknown,
+        };
+        CachedJob {
+            uid: meta.uid.as_deref().map(Into::into),
+            owner,
+            run,
+            started: job
+                .status
+                .as_ref()
+                .and_then(|s| s.start_time.as_ref())
+                .map(|t| t.0),
+            finish: job::finish(job),
+            deleting: meta.deletion_timestamp.as_ref().map(|t| t.0),
+            ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+        }
+    }
+
+    /// The Job `namespace/name` as the controllers read it: every field
+    /// [`job::read`](crate::job::read) and the plan look at, nothing else.
+    pub fn to_job(&self, namespace: &str, name: &str) -> Job {
+        let owner_references = self.owner.as_ref().map(|owner| {
+            vec![OwnerReference {
+                api_version: <CronJob as kube::Resource>::api_version(&()).into_owned(),
+                kind: <CronJob as kube::Resource>::kind(&()).into_owned(),
+                name: owner.name.to_string(),
+                uid: owner.uid.to_string(),
+                controller: Some(true),
+                block_owner_deletion: Some(true),
+            }]
+        });
+        let annotations = match &self.run {
+            Run::Scheduled(at) => Some([(ANNOTATION_SCHEDULED_AT.to_string(), at.to_string())]),
+            Run::Manual => Some([(ANNOTATION_INSTANTIATE.to_string(), "manual".to_string())]),
+            Run::Unknown => None,
+        };
+        let conditions = self.finish.map(|f| {
+            vec![JobCondition {
+                type_: match f.outcome {
+                    Outcome::Complete => "Complete",
+                    Outcome::Failed => "Failed",
+                }
+                .to_string(),
+                status: "True".to_string(),
+                last_transition_time: f.at.map(Time),
+                ..JobCondition::default()
+            }]
+        });
+        Job {
+            metadata: ObjectMeta {
+                name: Some(name.to_string()),
+                namespace: Some(namespace.to_string()),
+                uid: self.uid.as_deref().map(str::to_string),
+                owner_references,
+                annotations: annotations.map(Into::into),
+                deletion_timestamp: self.deleting.map(Time),
+                ..ObjectMeta::default()
+            },
+            spec: self.ttl.map(|ttl| JobSpec {
+                ttl_seconds_after_finished: Some(ttl),
+                ..JobSpec::default()
+            }),
+            status: Some(JobStatus {
+                start_time: self.started.map(Time),
+                conditions,
+                ..JobStatus::default()
+            }),
+        }
+    }
+
+    /// The UID of the CronJob controlling it.
+    pub fn owner_uid(&self) -> Option<&str> {
+        self.owner.as_ref().map(|owner| &*owner.uid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testing::fixtures::{CJ_UID, JobFixture, job};
+    use serde_json::json;
+
+    #[test]
+    fn a_job_decodes_slim_and_reads_the_same_through_the_cache() {
+        let cases = [
+            job("run").scheduled(),
+            job("done")
+                .scheduled()
+                .started_at("2024-01-01T00:00:00Z")
+                .complete_at("2024-01-01T00:01:00Z"),
+            job("failed").manual().failed_at("2024-01-01T00:01:00Z"),
+            job("going").scheduled().deleting(),
+            job("stranger"),
+        ];
+        for full in cases {
+            let text = serde_json::to_string(&full).expect("json");
+            let slim: SlimJob = serde_json::from_str(&text).expect("decodes");
+            let cached = CachedJob::of(&slim.0);
+            assert_eq!(cached, CachedJob::of(&full), "{:?}", full.metadata.name);
+            let name = full.metadata.name.as_deref().unwrap_or_default();
+            let back = cached.to_job("ns", name);
+            assert_eq!(job::controller_uid(&back), job::controller_uid(&full));
+            assert_eq!(job::ran_for(&back), job::ran_for(&full));
+            assert_eq!(job::finish(&back), job::finish(&full));
+            assert_eq!(back.metadata.name, full.metadata.name);
+            assert_eq!(back.metadata.uid, full.metadata.uid);
+            assert_eq!(
+                back.metadata.deletion_timestamp,
+                full.metadata.deletion_timestamp
+            );
+            let start = |j: &Job| j.status.as_ref().and_then(|s| s.start_time.clone());
+            assert_eq!(start(&back), start(&full));
+        }
+        assert_eq!(
+            CachedJob::of(&job("run").scheduled()).owner_uid(),
+            Some(CJ_UID)
+        );
+    }
+
+    #[test]
+    fn the_pod_template_and_managed_fields_are_not_decoded() {
+        let text = json!({
+            "metadata": {"name": "j", "namespace": "ns", "managedFields": [{"manager": "m"}]},
+            "spec": {"ttlSecondsAfterFinished": 60, "parallelism": 3,
+                     "template": {"spec": {"containers": [{"name": "c", "image": "i"}]}}},
+            "status": {"conditions": [{"type": "Complete", "status": "True",
+                                       "reason": "Done", "message": "long text",
+                                       "lastTransitionTime": "2024-01-01T00:00:00Z"}]}
+        })
+        .to_string();
+        let SlimJob(slim) = serde_json::from_str(&text).expect("decodes");
+        let spec = slim.spec.expect("spec");
+        assert_eq!(spec.ttl_seconds_after_finished, Some(60));
+        assert_eq!(spec.parallelism, None);
+        assert_eq!(spec.template, Default::default());
+        assert_eq!(slim.metadata.managed_fields, None);
+        let conditions = slim.status.and_then(|s| s.conditions).expect("conditions");
+        assert_eq!(conditions[0].message, None);
+        assert_eq!(conditions[0].type_, "Complete");
+    }
+}
