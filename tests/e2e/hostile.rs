@@ -59,6 +59,10 @@ const CAP: usize = kronjob::https::MAX_CONNECTIONS;
 /// The header-read timeout, and what a loaded machine may add to it.
 const HEADER_TIMEOUT: Duration = kronjob::https::HEADER_READ_TIMEOUT;
 const SLACK: Duration = Duration::from_secs(5);
+/// When the API server's dry runs are first counted: inside the first minute of the attack, with
+/// room for the sampling loop's own second, so that the count covers less than 60 s and must be
+/// within the per-minute limit (a count taken at 61 s may rightly hold a few sent at 60 s).
+const FIRST_WINDOW: Duration = Duration::from_secs(55);
 
 pub async fn the_manager_survives_a_hostile_mix(ctx: Ctx) {
     let plane = ctx.own_control_plane(Default::default()).await;
@@ -88,12 +92,16 @@ pub async fn the_manager_survives_a_hostile_mix(ctx: Ctx) {
             reviews.push(tokio::spawn(legitimate_create(env.api(), number)));
             next_review += Duration::from_secs(10);
         }
-        if api_first_minute.is_none() && started.elapsed() >= Duration::from_secs(60) {
-            let controller = samples
-                .last()
-                .map_or(0.0, |s: &Sample| s.controller_dry_runs);
-            let api = apiserver_dry_runs(&env.client).await - controller;
-            api_first_minute = Some(api - api_before);
+        if api_first_minute.is_none() && started.elapsed() >= FIRST_WINDOW {
+            // The API server's count first, then the controller's: a controller dry run the
+            // API server has answered is counted by the manager by the time its metrics are read.
+            let api = apiserver_dry_runs(&env.client).await;
+            let controller = metric_sum(
+                &webhook.manager.metrics_text().await,
+                "kronjob_template_dry_runs_total",
+                &[],
+            );
+            api_first_minute = Some(api - controller - api_before);
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
     }
@@ -376,7 +384,7 @@ impl Report {
         );
         assert!(
             self.api_first_minute <= DRY_RUNS_PER_MINUTE,
-            "at most 50 dry runs reached the API server in the first minute\n{summary}"
+            "at most 50 dry runs reached the API server in the first 55 s\n{summary}"
         );
         assert!(self.after.dry_runs > self.before.dry_runs, "{summary}");
         // The legitimate path and the slot.
