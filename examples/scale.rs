@@ -27,6 +27,16 @@
 //! counting allocator, the heap bytes each cache of the manager spends per CronJob and per Job,
 //! on the objects of the run. `--manager-env K=V` and `--wrapper CMD` run the manager under a
 //! different allocator setting or a heap profiler.
+//!
+//! `--replicas N` runs N kronjob processes with `--sharding`, named `kronjob-0` .. by `POD_NAME`,
+//! each on its own metrics and health ports: the report adds, per replica, the RSS after each
+//! slot, the peak RSS (VmHWM), the CPU time and the `kronjob_shard_cronjobs` gauge at the end,
+//! and the largest replica peak, also as a share of `--single-peak-mib` (a single manager's peak
+//! from an earlier run). Skew, missing and duplicate Jobs count every replica's Jobs; the
+//! start-up runs from the first replica's start; the phase's RSS and CPU are the replicas' sums.
+//!
+//! The manager serves its metrics over plain HTTP here (`--metrics-secure=false`, unless a
+//! `--manager-arg` sets it) so that the tool can read them.
 
 #![allow(missing_docs)]
 
@@ -90,6 +100,14 @@ struct Args {
     /// Run the manager under this command (split on spaces), e.g. `heaptrack -o /tmp/h`.
     #[arg(long)]
     wrapper: Option<String>,
+    /// kronjob processes to run; above 1, with `--sharding`, each named by `POD_NAME`
+    /// (`kronjob-0`, `kronjob-1`, ..).
+    #[arg(long, default_value_t = 1, value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    replicas: usize,
+    /// A single manager's peak RSS (VmHWM), MiB, from an earlier run: the largest replica peak
+    /// is also reported as a share of it.
+    #[arg(long)]
+    single_peak_mib: Option<f64>,
     /// Requests in flight for the floor and for creating the CronJobs.
     #[arg(long, default_value_t = 32)]
     in_flight: usize,
@@ -194,6 +212,17 @@ fn proc_sample(pid: u32, ticks: f64) -> Option<ProcSample> {
     })
 }
 
+/// The sum of several processes' samples (the replicas of a phase).
+fn total<'a>(samples: impl IntoIterator<Item = &'a ProcSample>) -> ProcSample {
+    samples
+        .into_iter()
+        .fold(ProcSample::default(), |sum, s| ProcSample {
+            rss_mib: sum.rss_mib + s.rss_mib,
+            hwm_mib: sum.hwm_mib + s.hwm_mib,
+            cpu_s: sum.cpu_s + s.cpu_s,
+        })
+}
+
 /// The process `root` or, when it runs the program through a wrapper, its descendant whose
 /// command name is `comm`.
 fn find_process(root: u32, comm: &str) -> u32 {
@@ -269,6 +298,12 @@ impl Sampler {
     fn now(&self) -> ProcSample {
         proc_sample(self.pid, self.ticks)
             .unwrap_or_else(|| *self.last.lock().unwrap_or_else(|e| e.into_inner()))
+    }
+
+    /// The largest RSS seen: the larger of the samples and `end`'s VmHWM.
+    fn peak_mib(&self, end: &ProcSample) -> f64 {
+        let peak = *self.peak_rss.lock().unwrap_or_else(|e| e.into_inner());
+        peak.max(end.hwm_mib)
     }
 }
 
@@ -681,7 +716,7 @@ struct Slot {
     /// creates).
     status_writes_during_creates: usize,
     events_during_creates: usize,
-    /// The manager 55 s after the slot.
+    /// The manager 55 s after the slot (with replicas, their sum).
     process: ProcSample,
     /// The manager's own skew histogram over the slot: the bucket bounds holding p50 and p99,
     /// and the count, if it exports one.
@@ -699,15 +734,40 @@ struct Phase {
     ready_s: Option<f64>,
     at_startup: ProcSample,
     slots: Vec<Slot>,
+    /// The peak RSS (with replicas, the sum of their peaks).
     peak_rss_mib: f64,
     end: ProcSample,
-    /// CPU seconds from process start to the end of the last slot.
+    /// CPU seconds from process start to the end of the last slot (with replicas, their sum).
     cpu_s: f64,
+    /// Each process of the phase.
+    replicas: Vec<Replica>,
+    /// With more than one replica: the largest replica peak RSS, MiB ...
+    max_replica_peak_mib: Option<f64>,
+    /// ... and its share of `--single-peak-mib`.
+    max_replica_peak_of_single: Option<f64>,
     jobs_at_end: usize,
     /// The API server's CPU seconds over the phase (controller start to end).
     apiserver_cpu_s: f64,
     /// The API server's request counters over the phase.
     requests: BTreeMap<String, u64>,
+}
+
+/// One controller process of a phase (a kronjob replica).
+#[derive(Debug, Clone, Serialize)]
+struct Replica {
+    name: String,
+    /// 55 s after each slot.
+    slots: Vec<ProcSample>,
+    /// The largest RSS: VmHWM (or a larger sample).
+    peak_rss_mib: f64,
+    /// At the end of the last slot.
+    end: ProcSample,
+    /// CPU seconds from process start to the end of the last slot.
+    cpu_s: f64,
+    /// `kronjob_shard_cronjobs` at the end: the CronJobs it schedules.
+    shard_cronjobs: Option<f64>,
+    /// `kronjob_shard_members` at the end: the replicas it sees.
+    shard_members: Option<f64>,
 }
 
 /// Which controller a phase runs.
@@ -720,13 +780,37 @@ enum Which {
 /// A started controller process and what it answers on.
 #[derive(Debug)]
 struct Controller {
+    /// Its name in messages and reports (and, for a kronjob replica, its identity).
+    name: String,
     proc: Proc,
     pid: u32,
     health: Option<u16>,
     metrics: Option<u16>,
 }
 
-fn start_kronjob(args: &Args, plane: &ControlPlane) -> Result<Controller, BoxError> {
+/// The name of kronjob replica `replica` of `replicas`: `kronjob` alone, else `kronjob-<i>`.
+fn replica_name(replica: usize, replicas: usize) -> String {
+    if replicas > 1 {
+        format!("kronjob-{replica}")
+    } else {
+        "kronjob".into()
+    }
+}
+
+/// Whether `argv` sets `flag` (alone or as `flag=value`).
+fn has_flag(argv: &[String], flag: &str) -> bool {
+    argv.iter()
+        .any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+}
+
+/// Start kronjob replica `replica` (of `--replicas`): above one, with `--sharding` and its
+/// name as `POD_NAME`; each on its own ports and log.
+fn start_kronjob(
+    args: &Args,
+    plane: &ControlPlane,
+    replica: usize,
+) -> Result<Controller, BoxError> {
+    let name = replica_name(replica, args.replicas);
     let (health, metrics) = (free_port()?, free_port()?);
     let mut argv: Vec<String> = match &args.wrapper {
         Some(w) => w.split_whitespace().map(String::from).collect(),
@@ -745,6 +829,12 @@ fn start_kronjob(args: &Args, plane: &ControlPlane) -> Result<Controller, BoxErr
         ]
         .map(String::from),
     );
+    if !has_flag(&args.manager_args, "--metrics-secure") {
+        argv.push("--metrics-secure=false".into());
+    }
+    if args.replicas > 1 && !has_flag(&args.manager_args, "--sharding") {
+        argv.push("--sharding".into());
+    }
     argv.extend(args.manager_args.iter().cloned());
     let mut command = Command::new(&argv[0]);
     command
@@ -756,9 +846,14 @@ fn start_kronjob(args: &Args, plane: &ControlPlane) -> Result<Controller, BoxErr
             command.env(k, v);
         }
     }
-    let proc = Proc::spawn("kronjob", command, &plane.dir().join("kronjob.log"))?;
+    if args.replicas > 1 {
+        command.env("POD_NAME", &name);
+    }
+    let log = plane.dir().join(format!("{name}.log"));
+    let proc = Proc::spawn(&name, command, &log)?;
     let pid = proc.pid();
     Ok(Controller {
+        name,
         proc,
         pid,
         health: Some(health),
@@ -788,6 +883,7 @@ fn start_upstream(assets: &Assets, plane: &ControlPlane) -> Result<Controller, B
     )?;
     let pid = proc.pid();
     Ok(Controller {
+        name: "kube-controller-manager".into(),
         proc,
         pid,
         health: None,
@@ -809,15 +905,15 @@ async fn http_get(port: u16, path: &str) -> Option<(u16, String)> {
     Some((code, text))
 }
 
-/// `kronjob_job_creation_skew_seconds` buckets (cumulative counts by `le`).
-async fn skew_histogram(port: Option<u16>) -> BTreeMap<String, u64> {
-    let Some((_, text)) =
-        futures::future::OptionFuture::from(port.map(|p| http_get(p, "/metrics")))
-            .await
-            .flatten()
-    else {
-        return BTreeMap::new();
-    };
+/// The Prometheus text a controller serves on its metrics port; `None` without a port or an
+/// answer.
+async fn metrics_text(port: Option<u16>) -> Option<String> {
+    let (code, text) = http_get(port?, "/metrics").await?;
+    (code == 200).then_some(text)
+}
+
+/// `kronjob_job_creation_skew_seconds` buckets (cumulative counts by `le`) of a metrics text.
+fn skew_buckets(text: &str) -> BTreeMap<String, u64> {
     text.lines()
         .filter_map(|l| l.strip_prefix("kronjob_job_creation_skew_seconds_bucket{le=\""))
         .filter_map(|l| {
@@ -826,6 +922,34 @@ async fn skew_histogram(port: Option<u16>) -> BTreeMap<String, u64> {
             Some((le.to_string(), count))
         })
         .collect()
+}
+
+/// The controllers' skew histograms, summed (cumulative buckets add up to cumulative buckets).
+async fn skew_histogram(controllers: &[Controller]) -> BTreeMap<String, u64> {
+    let mut sum = BTreeMap::new();
+    for c in controllers {
+        let text = metrics_text(c.metrics).await.unwrap_or_default();
+        for (le, count) in skew_buckets(&text) {
+            *sum.entry(le).or_insert(0) += count;
+        }
+    }
+    sum
+}
+
+/// The value of metric `name` in a Prometheus text (summed over its label sets); `None` when
+/// the text has no sample of it.
+fn metric_value(text: &str, name: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .filter_map(|l| {
+            let rest = l.strip_prefix(name)?;
+            let value = match rest.strip_prefix('{') {
+                Some(labelled) => labelled.rsplit_once('}')?.1,
+                None => rest.strip_prefix(' ')?,
+            };
+            value.split_whitespace().next()?.parse::<f64>().ok()
+        })
+        .reduce(|a, b| a + b)
 }
 
 /// From cumulative buckets (`le`, count) sorted by `le`: the bucket bounds that hold the
@@ -842,7 +966,7 @@ fn histogram_bounds(buckets: &[(f64, u64)]) -> Option<(f64, f64, u64)> {
     (total > 0).then(|| (bound(50), bound(99), total))
 }
 
-/// Stop the controller: SIGTERM to the program itself first when it runs under a wrapper (a
+/// Stop a controller: SIGTERM to the program itself first when it runs under a wrapper (a
 /// heap profiler writes its file when the program exits), then to the process we started.
 fn stop(controller: &mut Controller) {
     if controller.pid != controller.proc.pid() {
@@ -929,32 +1053,39 @@ fn all_written(log: &Log, names: &HashSet<String>, start: Timestamp) -> Option<T
     first.into_values().max()
 }
 
-/// Wait for /readyz (kronjob) and for every CronJob's first status write after `start`.
+/// Wait for /readyz (every kronjob replica: the last of them is the phase's) and for every
+/// CronJob's first status write after `start`.
 async fn startup(
     log: &SharedLog,
     names: &HashSet<String>,
-    controller: &mut Controller,
+    controllers: &mut [Controller],
     start: Timestamp,
     which: Which,
 ) -> (Option<f64>, Option<f64>) {
-    let mut ready = None;
+    let mut ready_at: Vec<Option<f64>> = vec![None; controllers.len()];
     let limit = Instant::now() + Duration::from_secs(600);
     while Instant::now() < limit {
-        if controller.proc.exited().is_some() {
-            eprintln!("the controller exited:\n{}", controller.proc.log_tail(30));
+        if let Some(c) = controllers
+            .iter_mut()
+            .find_map(|c| c.proc.exited().is_some().then_some(c))
+        {
+            eprintln!("{} exited:\n{}", c.name, c.proc.log_tail(30));
             break;
         }
-        if ready.is_none()
-            && let Some(port) = controller.health
-            && http_get(port, "/readyz")
-                .await
-                .is_some_and(|(c, _)| c == 200)
-        {
-            ready = Some(secs(Timestamp::now().duration_since(start)));
+        for (c, at) in controllers.iter().zip(ready_at.iter_mut()) {
+            if at.is_none()
+                && let Some(port) = c.health
+                && http_get(port, "/readyz")
+                    .await
+                    .is_some_and(|(code, _)| code == 200)
+            {
+                *at = Some(secs(Timestamp::now().duration_since(start)));
+            }
         }
         if which == Which::Upstream {
             return (None, None);
         }
+        let ready = all_ready(&ready_at);
         if ready.is_some()
             && let Some(last) = all_written(&lock(log), names, start)
         {
@@ -962,7 +1093,17 @@ async fn startup(
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
-    (ready, None)
+    (all_ready(&ready_at), None)
+}
+
+/// When the last of the controllers became ready; `None` while one is not.
+fn all_ready(ready_at: &[Option<f64>]) -> Option<f64> {
+    ready_at
+        .iter()
+        .copied()
+        .collect::<Option<Vec<f64>>>()?
+        .into_iter()
+        .reduce(f64::max)
 }
 
 /// Create the CronJobs of `which` in `ns`; their names and how long creating them took.
@@ -1042,28 +1183,39 @@ async fn phase(
     let api_sampler = apiserver_pid.map(Sampler::start);
     let api_cpu_before = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s);
     let start = Timestamp::now();
-    let mut controller = match which {
-        Which::Kronjob => start_kronjob(args, plane)?,
-        Which::Upstream => start_upstream(assets, plane)?,
+    let mut controllers = match which {
+        Which::Kronjob => (0..args.replicas)
+            .map(|i| start_kronjob(args, plane, i))
+            .collect::<Result<Vec<_>, _>>()?,
+        Which::Upstream => vec![start_upstream(assets, plane)?],
     };
     if args.wrapper.is_some() {
         tokio::time::sleep(Duration::from_secs(2)).await;
-        controller.pid = find_process(controller.pid, "kronjob");
+        for c in &mut controllers {
+            c.pid = find_process(c.pid, "kronjob");
+        }
     }
-    let sampler = Sampler::start(controller.pid);
-    eprintln!("{which:?}: started (pid {}) at {start}", controller.pid);
-    let (ready_s, startup_s) = startup(&log, &names, &mut controller, start, which).await;
-    let at_startup = sampler.now();
+    let samplers: Vec<Sampler> = controllers.iter().map(|c| Sampler::start(c.pid)).collect();
+    for c in &controllers {
+        eprintln!("{which:?}: {} started (pid {}) at {start}", c.name, c.pid);
+    }
+    let (ready_s, startup_s) = startup(&log, &names, &mut controllers, start, which).await;
+    let at_startup = total(&samples(&samplers));
     eprintln!("{which:?}: ready {ready_s:?} s, every CronJob reconciled {startup_s:?} s");
     let first = next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?);
     let mut slots = Vec::new();
-    let mut histogram = skew_histogram(controller.metrics).await;
+    let mut per_replica: Vec<Vec<ProcSample>> = vec![Vec::new(); controllers.len()];
+    let mut histogram = skew_histogram(&controllers).await;
     for i in 0..args.slots {
         let slot = first.checked_add(SignedDuration::from_mins(i64::from(i)))?;
         sleep_until(slot.checked_add(SignedDuration::from_secs(55))?).await;
         let mut s = summarise_slot(&lock(&log), slot, &names);
-        s.process = sampler.now();
-        let now = skew_histogram(controller.metrics).await;
+        let now = samples(&samplers);
+        s.process = total(&now);
+        for (replica, sample) in per_replica.iter_mut().zip(now) {
+            replica.push(sample);
+        }
+        let now = skew_histogram(&controllers).await;
         let mut buckets: Vec<(f64, u64)> = now
             .iter()
             .map(|(le, c)| {
@@ -1083,15 +1235,18 @@ async fn phase(
         );
         slots.push(s);
     }
-    let end = sampler.now();
-    let peak = *sampler.peak_rss.lock().unwrap_or_else(|e| e.into_inner());
+    let replicas = replicas_at_end(&controllers, &samplers, per_replica).await;
+    let end = total(replicas.iter().map(|r| &r.end));
     let requests = diff(&request_counts(&client).await, &requests_before);
     let apiserver_cpu_s = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s) - api_cpu_before;
-    stop(&mut controller);
+    for c in &mut controllers {
+        stop(c);
+    }
     for w in watches {
         w.abort();
     }
     let jobs_at_end = lock(&log).jobs.len();
+    let max_replica_peak_mib = max_replica_peak(&replicas);
     Ok(Phase {
         controller: format!("{which:?}").to_lowercase(),
         cronjobs: args.cronjobs,
@@ -1100,13 +1255,55 @@ async fn phase(
         ready_s,
         at_startup,
         slots,
-        peak_rss_mib: peak.max(end.hwm_mib),
+        peak_rss_mib: replicas.iter().map(|r| r.peak_rss_mib).sum(),
         end,
         cpu_s: end.cpu_s,
+        max_replica_peak_mib,
+        max_replica_peak_of_single: max_replica_peak_mib
+            .zip(args.single_peak_mib.filter(|s| *s > 0.0))
+            .map(|(peak, single)| peak / single),
+        replicas,
         jobs_at_end,
         apiserver_cpu_s,
         requests,
     })
+}
+
+/// Every sampler's process now.
+fn samples(samplers: &[Sampler]) -> Vec<ProcSample> {
+    samplers.iter().map(Sampler::now).collect()
+}
+
+/// Each controller's figures at the end of a phase (before it is stopped): its samples after
+/// each slot (`per_slot`), peak RSS, CPU time and shard gauges.
+async fn replicas_at_end(
+    controllers: &[Controller],
+    samplers: &[Sampler],
+    per_slot: Vec<Vec<ProcSample>>,
+) -> Vec<Replica> {
+    let mut out = Vec::with_capacity(controllers.len());
+    for ((c, sampler), slots) in controllers.iter().zip(samplers).zip(per_slot) {
+        let end = sampler.now();
+        let text = metrics_text(c.metrics).await.unwrap_or_default();
+        out.push(Replica {
+            name: c.name.clone(),
+            slots,
+            peak_rss_mib: sampler.peak_mib(&end),
+            end,
+            cpu_s: end.cpu_s,
+            shard_cronjobs: metric_value(&text, "kronjob_shard_cronjobs"),
+            shard_members: metric_value(&text, "kronjob_shard_members"),
+        });
+    }
+    out
+}
+
+/// The largest replica peak RSS, when the phase ran more than one replica.
+fn max_replica_peak(replicas: &[Replica]) -> Option<f64> {
+    if replicas.len() < 2 {
+        return None;
+    }
+    replicas.iter().map(|r| r.peak_rss_mib).reduce(f64::max)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1117,6 +1314,10 @@ async fn phase(
 struct Report {
     cronjobs: usize,
     slots: u32,
+    /// kronjob processes (`--replicas`; above 1, sharded).
+    replicas: usize,
+    /// `--single-peak-mib`: a single manager's peak RSS, MiB.
+    single_peak_mib: Option<f64>,
     load_before: String,
     load_after: String,
     floor_before: Option<Floor>,
@@ -1163,10 +1364,31 @@ fn worst(p: &Phase, f: impl Fn(&Slot) -> Option<Spread>) -> Option<Spread> {
 }
 
 /// A row of the summary table: its title and how a phase's cell is written.
-type SummaryRow = (&'static str, Box<dyn Fn(&Phase) -> String>);
+type SummaryRow = (String, Box<dyn Fn(&Phase) -> String>);
+
+/// Whether a phase of the report ran more than one replica.
+fn sharded(r: &Report) -> bool {
+    r.phases.iter().any(|p| p.replicas.len() > 1)
+}
+
+/// The largest replica peak RSS, and its share of a single manager's peak when known.
+fn replica_peak_line(peak_mib: f64, single_mib: Option<f64>) -> String {
+    match single_mib.filter(|s| *s > 0.0) {
+        Some(single) => format!(
+            "max replica peak {peak_mib:.1} MiB = {:.0}% of {single} MiB",
+            peak_mib / single * 100.0
+        ),
+        None => format!("max replica peak {peak_mib:.1} MiB"),
+    }
+}
 
 fn summary_table(out: &mut String, r: &Report) {
     let floor = r.floor_before.as_ref().map(|f| f.seconds);
+    let sum = if sharded(r) {
+        ", sum of the replicas"
+    } else {
+        ""
+    };
     let _ = writeln!(
         out,
         "| | {} |",
@@ -1177,40 +1399,40 @@ fn summary_table(out: &mut String, r: &Report) {
             .join(" | ")
     );
     let _ = writeln!(out, "|---|{}", "---|".repeat(r.phases.len()));
-    let rows: Vec<SummaryRow> = vec![
+    let mut rows: Vec<SummaryRow> = vec![
         (
-            "creating the CronJobs, s",
+            "creating the CronJobs, s".into(),
             Box::new(|p| format!("{:.1}", p.create_cronjobs_s)),
         ),
-        ("start: /readyz, s", Box::new(|p| opt(p.ready_s, 1))),
+        ("start: /readyz, s".into(), Box::new(|p| opt(p.ready_s, 1))),
         (
-            "start: every CronJob reconciled (first status write), s",
+            "start: every CronJob reconciled (first status write), s".into(),
             Box::new(|p| opt(p.startup_s, 1)),
         ),
         (
-            "RSS / CPU when every CronJob was reconciled, MiB / s",
+            format!("RSS / CPU when every CronJob was reconciled, MiB / s{sum}"),
             Box::new(|p| match p.startup_s {
                 Some(_) => format!("{:.0} / {:.1}", p.at_startup.rss_mib, p.at_startup.cpu_s),
                 None => "-".into(),
             }),
         ),
         (
-            "skew from creationTimestamp p50/p99/max, s (worst slot)",
+            "skew from creationTimestamp p50/p99/max, s (worst slot)".into(),
             Box::new(|p| Spread::show(worst(p, |s| s.skew_created), 0)),
         ),
         (
-            "skew from watch arrival p50/p99/max, s (worst slot)",
+            "skew from watch arrival p50/p99/max, s (worst slot)".into(),
             Box::new(|p| Spread::show(worst(p, |s| s.skew_arrived), 2)),
         ),
         (
-            "p99 skew (arrival) / floor time",
+            "p99 skew (arrival) / floor time".into(),
             Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor) {
                 (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
                 _ => "-".into(),
             }),
         ),
         (
-            "Jobs missing / duplicate (all slots)",
+            "Jobs missing / duplicate (all slots)".into(),
             Box::new(|p| {
                 format!(
                     "{} / {}",
@@ -1219,9 +1441,12 @@ fn summary_table(out: &mut String, r: &Report) {
                 )
             }),
         ),
-        ("Jobs at the end", Box::new(|p| p.jobs_at_end.to_string())),
         (
-            "RSS after each slot, MiB",
+            "Jobs at the end".into(),
+            Box::new(|p| p.jobs_at_end.to_string()),
+        ),
+        (
+            format!("RSS after each slot, MiB{sum}"),
             Box::new(|p| {
                 p.slots
                     .iter()
@@ -1231,18 +1456,35 @@ fn summary_table(out: &mut String, r: &Report) {
             }),
         ),
         (
-            "RSS peak (VmHWM), MiB",
+            format!("RSS peak (VmHWM), MiB{sum}"),
             Box::new(|p| format!("{:.0}", p.peak_rss_mib)),
         ),
         (
-            "CPU over the run, s",
+            format!("CPU over the run, s{sum}"),
             Box::new(|p| format!("{:.1}", p.cpu_s)),
         ),
         (
-            "API server CPU over the run, s",
+            "API server CPU over the run, s".into(),
             Box::new(|p| format!("{:.1}", p.apiserver_cpu_s)),
         ),
     ];
+    if sharded(r) {
+        let single = r.single_peak_mib;
+        rows.insert(
+            0,
+            (
+                "replicas (--sharding)".into(),
+                Box::new(|p| p.replicas.len().to_string()),
+            ),
+        );
+        rows.push((
+            "largest replica peak RSS (VmHWM)".into(),
+            Box::new(move |p| {
+                p.max_replica_peak_mib
+                    .map_or("-".into(), |peak| replica_peak_line(peak, single))
+            }),
+        ));
+    }
     for (what, f) in rows {
         let cells: Vec<String> = r.phases.iter().map(f.as_ref()).collect();
         let _ = writeln!(out, "| {what} | {} |", cells.join(" | "));
@@ -1250,9 +1492,10 @@ fn summary_table(out: &mut String, r: &Report) {
 }
 
 fn slot_table(out: &mut String, r: &Report) {
+    let sum = if sharded(r) { " (sum)" } else { "" };
     let _ = writeln!(
         out,
-        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB | CPU s | manager's skew histogram |"
+        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB{sum} | CPU s{sum} | manager's skew histogram |"
     );
     let _ = writeln!(
         out,
@@ -1285,6 +1528,57 @@ fn slot_table(out: &mut String, r: &Report) {
     }
 }
 
+/// Per replica of a phase: RSS after each slot, peak RSS, CPU time and the shard gauges at the
+/// end; then their sums.
+fn replica_table(out: &mut String, controller: &str, replicas: &[Replica]) {
+    let _ = writeln!(
+        out,
+        "\n| {controller} replica | RSS after each slot, MiB | RSS peak (VmHWM), MiB | CPU over the run, s | kronjob_shard_cronjobs at the end | kronjob_shard_members at the end |"
+    );
+    let _ = writeln!(out, "|---|---|---|---|---|---|");
+    let slots = |rss: Vec<f64>| -> String {
+        rss.iter()
+            .map(|m| format!("{m:.0}"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    };
+    for r in replicas {
+        let _ = writeln!(
+            out,
+            "| {} | {} | {:.1} | {:.1} | {} | {} |",
+            r.name,
+            slots(r.slots.iter().map(|s| s.rss_mib).collect()),
+            r.peak_rss_mib,
+            r.cpu_s,
+            opt(r.shard_cronjobs, 0),
+            opt(r.shard_members, 0),
+        );
+    }
+    let slot_count = replicas.iter().map(|r| r.slots.len()).max().unwrap_or(0);
+    let slot_sums = (0..slot_count)
+        .map(|i| {
+            replicas
+                .iter()
+                .filter_map(|r| r.slots.get(i))
+                .map(|s| s.rss_mib)
+                .sum()
+        })
+        .collect();
+    let shard_sum = replicas
+        .iter()
+        .map(|r| r.shard_cronjobs)
+        .collect::<Option<Vec<f64>>>()
+        .map(|v| v.iter().sum());
+    let _ = writeln!(
+        out,
+        "| sum | {} | {:.1} | {:.1} | {} | |",
+        slots(slot_sums),
+        replicas.iter().map(|r| r.peak_rss_mib).sum::<f64>(),
+        replicas.iter().map(|r| r.cpu_s).sum::<f64>(),
+        opt(shard_sum, 0),
+    );
+}
+
 fn request_table(out: &mut String, r: &Report) {
     let keys: std::collections::BTreeSet<&String> =
         r.phases.iter().flat_map(|p| p.requests.keys()).collect();
@@ -1310,9 +1604,14 @@ fn request_table(out: &mut String, r: &Report) {
 
 fn table(r: &Report) -> String {
     let mut out = String::new();
+    let replicas = if r.replicas > 1 {
+        format!(", {} kronjob replicas (--sharding)", r.replicas)
+    } else {
+        String::new()
+    };
     let _ = writeln!(
         out,
-        "{} CronJobs on `* * * * *`, {} slots; load average {} at the start, {} at the end\n",
+        "{} CronJobs on `* * * * *`, {} slots{replicas}; load average {} at the start, {} at the end\n",
         r.cronjobs, r.slots, r.load_before, r.load_after
     );
     let _ = writeln!(out, "| floor | |\n|---|---|");
@@ -1326,6 +1625,9 @@ fn table(r: &Report) -> String {
     if !r.phases.is_empty() {
         summary_table(&mut out, r);
         slot_table(&mut out, r);
+        for p in r.phases.iter().filter(|p| p.replicas.len() > 1) {
+            replica_table(&mut out, &p.controller, &p.replicas);
+        }
         request_table(&mut out, r);
     }
     if let Some(s) = &r.sizes {
@@ -1396,6 +1698,8 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     Ok(Report {
         cronjobs: args.cronjobs,
         slots: args.slots,
+        replicas: args.replicas,
+        single_peak_mib: args.single_peak_mib,
         load_before,
         load_after: load(),
         floor_before,
@@ -1528,6 +1832,135 @@ mod tests {
         ];
         assert_eq!(histogram_bounds(&buckets), Some((1.0, 2.5, 100)));
         assert_eq!(histogram_bounds(&[(1.0, 0), (f64::INFINITY, 0)]), None);
+    }
+
+    fn replica(name: &str, rss: &[f64], peak: f64, cpu: f64, shard: Option<f64>) -> Replica {
+        let slots: Vec<ProcSample> = rss
+            .iter()
+            .map(|&rss_mib| ProcSample {
+                rss_mib,
+                hwm_mib: peak,
+                cpu_s: cpu,
+            })
+            .collect();
+        Replica {
+            name: name.into(),
+            end: slots.last().copied().unwrap_or_default(),
+            slots,
+            peak_rss_mib: peak,
+            cpu_s: cpu,
+            shard_cronjobs: shard,
+            shard_members: shard.map(|_| 2.0),
+        }
+    }
+
+    #[test]
+    fn the_largest_replica_peak_against_a_single_manager() {
+        assert_eq!(
+            replica_peak_line(52.1, Some(126.0)),
+            "max replica peak 52.1 MiB = 41% of 126 MiB"
+        );
+        assert_eq!(
+            replica_peak_line(63.0, Some(125.5)),
+            "max replica peak 63.0 MiB = 50% of 125.5 MiB"
+        );
+        assert_eq!(replica_peak_line(52.1, None), "max replica peak 52.1 MiB");
+        assert_eq!(
+            replica_peak_line(52.1, Some(0.0)),
+            "max replica peak 52.1 MiB"
+        );
+        let two = [
+            replica("kronjob-0", &[40.0], 52.1, 1.0, None),
+            replica("kronjob-1", &[41.0], 49.0, 1.0, None),
+        ];
+        assert_eq!(max_replica_peak(&two), Some(52.1));
+        assert_eq!(max_replica_peak(&two[..1]), None);
+    }
+
+    #[test]
+    fn the_replica_table_has_a_row_each_and_their_sums() {
+        let replicas = [
+            replica("kronjob-0", &[40.2, 45.0], 52.1, 10.3, Some(4990.0)),
+            replica("kronjob-1", &[38.0, 44.4], 50.0, 9.5, Some(5010.0)),
+        ];
+        let mut out = String::new();
+        replica_table(&mut out, "kronjob", &replicas);
+        let lines: Vec<&str> = out.lines().collect();
+        assert!(lines[1].starts_with("| kronjob replica | RSS after each slot"));
+        assert_eq!(lines[3], "| kronjob-0 | 40, 45 | 52.1 | 10.3 | 4990 | 2 |");
+        assert_eq!(lines[4], "| kronjob-1 | 38, 44 | 50.0 | 9.5 | 5010 | 2 |");
+        assert_eq!(lines[5], "| sum | 78, 89 | 102.1 | 19.8 | 10000 | |");
+        // A replica whose gauge could not be read leaves the sum unknown.
+        let mut out = String::new();
+        replica_table(
+            &mut out,
+            "kronjob",
+            &[
+                replica("kronjob-0", &[40.0], 52.0, 1.0, Some(1.0)),
+                replica("kronjob-1", &[40.0], 52.0, 1.0, None),
+            ],
+        );
+        assert!(
+            out.lines()
+                .any(|l| l == "| kronjob-1 | 40 | 52.0 | 1.0 | - | - |")
+        );
+        assert!(out.lines().any(|l| l == "| sum | 80 | 104.0 | 2.0 | - | |"));
+    }
+
+    #[test]
+    fn gauges_and_skew_buckets_are_read_from_the_metrics_text() {
+        let text = "HTTP/1.0 200 OK\r\ncontent-type: text/plain\r\n\r\n\
+            # HELP kronjob_shard_cronjobs CronJobs this replica schedules.\n\
+            # TYPE kronjob_shard_cronjobs gauge\n\
+            kronjob_shard_cronjobs 3334\n\
+            kronjob_shard_cronjobs_total 7\n\
+            kronjob_shard_members 3\n\
+            kronjob_queue{name=\"a b\"} 2\n\
+            kronjob_queue{name=\"c\"} 3 1700000000\n\
+            kronjob_job_creation_skew_seconds_bucket{le=\"0.5\"} 10\n\
+            kronjob_job_creation_skew_seconds_bucket{le=\"+Inf\"} 12\n\
+            # EOF\n";
+        assert_eq!(metric_value(text, "kronjob_shard_cronjobs"), Some(3334.0));
+        assert_eq!(metric_value(text, "kronjob_shard_members"), Some(3.0));
+        assert_eq!(metric_value(text, "kronjob_queue"), Some(5.0));
+        assert_eq!(metric_value(text, "kronjob_shard"), None);
+        assert_eq!(metric_value("", "kronjob_shard_cronjobs"), None);
+        let buckets = skew_buckets(text);
+        assert_eq!(buckets.get("0.5"), Some(&10));
+        assert_eq!(buckets.get("+Inf"), Some(&12));
+    }
+
+    #[test]
+    fn replicas_default_to_one_and_are_at_least_one() {
+        let args = Args::try_parse_from(["scale"]).expect("defaults");
+        assert_eq!((args.replicas, args.single_peak_mib), (1, None));
+        let args = Args::try_parse_from(["scale", "--replicas", "3", "--single-peak-mib", "126"])
+            .expect("flags");
+        assert_eq!((args.replicas, args.single_peak_mib), (3, Some(126.0)));
+        assert!(Args::try_parse_from(["scale", "--replicas", "0"]).is_err());
+    }
+
+    #[test]
+    fn replicas_are_named_flags_found_and_samples_summed() {
+        assert_eq!(replica_name(0, 1), "kronjob");
+        assert_eq!(replica_name(2, 3), "kronjob-2");
+        let argv = [
+            "--sharding".to_string(),
+            "--metrics-secure=true".to_string(),
+        ];
+        assert!(has_flag(&argv, "--sharding"));
+        assert!(has_flag(&argv, "--metrics-secure"));
+        assert!(!has_flag(&argv, "--metrics"));
+        assert!(!has_flag(&argv, "--shard"));
+        let a = ProcSample {
+            rss_mib: 1.0,
+            hwm_mib: 2.0,
+            cpu_s: 3.0,
+        };
+        let sum = total(&[a, a]);
+        assert_eq!((sum.rss_mib, sum.hwm_mib, sum.cpu_s), (2.0, 4.0, 6.0));
+        assert_eq!(all_ready(&[Some(1.5), Some(2.5)]), Some(2.5));
+        assert_eq!(all_ready(&[Some(1.5), None]), None);
     }
 
     #[test]
