@@ -311,6 +311,8 @@ fn needed_grants(flags: &[String]) -> BTreeSet<Grant> {
     }
     let leases = "coordination.k8s.io";
     if has("--sharding") {
+        // Jobs without their CronJob's shard bucket are labelled.
+        grant("batch", "jobs", &["patch"], "");
         grant(
             leases,
             "leases",

@@ -113,8 +113,17 @@ async fn valid_create_is_defaulted_then_allowed() {
     assert_eq!(defaulted["spec"]["suspend"], false);
     assert_eq!(defaulted["spec"]["successfulJobsHistoryLimit"], 3);
     assert_eq!(defaulted["spec"]["failedJobsHistoryLimit"], 1);
+    // Labelled with its shard bucket.
+    assert_eq!(
+        defaulted["metadata"]["labels"]["batch.kronjob.dev/shard"],
+        kronjob::api::shard::bucket("default", "hello").to_string()
+    );
     // Everything else is untouched.
     let mut without = defaulted.clone();
+    without["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("labels");
     for f in [
         "concurrencyPolicy",
         "suspend",

@@ -7,6 +7,7 @@
 
 use serde_json::Value;
 
+use super::shard::{LABEL_SHARD, bucket, label_value};
 use super::{
     ConcurrencyPolicy, DEFAULT_FAILED_JOBS_HISTORY_LIMIT, DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT,
     DEFAULT_SUSPEND,
@@ -43,8 +44,9 @@ pub fn spec_defaults() -> Vec<FieldDefault> {
     ]
 }
 
-/// The object with every missing default filled in. Present values (even invalid ones) are
-/// kept; a missing or non-object `spec` is left alone (validation reports it).
+/// The object with every missing default filled in, and its shard label set. Present values
+/// (even invalid ones) are kept; a missing or non-object `spec` is left alone (validation
+/// reports it).
 pub fn apply_defaults(object: &Value) -> Value {
     let mut out = object.clone();
     if let Some(spec) = out.get_mut("spec").and_then(Value::as_object_mut) {
@@ -55,7 +57,38 @@ pub fn apply_defaults(object: &Value) -> Value {
             }
         }
     }
+    label_shard(&mut out);
     out
+}
+
+/// Set [`LABEL_SHARD`] to the bucket of the object's namespace and name, replacing a missing
+/// or wrong value. Left alone when the name is not known yet (`generateName`: the controller
+/// labels the object once it exists) or `metadata.labels` is not a map.
+fn label_shard(object: &mut Value) {
+    let Some(meta) = object.get_mut("metadata").and_then(Value::as_object_mut) else {
+        return;
+    };
+    let text = |key: &str| {
+        meta.get(key)
+            .and_then(Value::as_str)
+            .filter(|v| !v.is_empty())
+            .map(str::to_owned)
+    };
+    let (Some(namespace), Some(name)) = (text("namespace"), text("name")) else {
+        return;
+    };
+    let labels = meta
+        .entry("labels")
+        .or_insert_with(|| Value::Object(Default::default()));
+    if labels.is_null() {
+        *labels = Value::Object(Default::default());
+    }
+    if let Some(labels) = labels.as_object_mut() {
+        labels.insert(
+            LABEL_SHARD.to_string(),
+            Value::from(label_value(bucket(&namespace, &name))),
+        );
+    }
 }
 
 /// The JSON Patch that adds the missing defaults to `object`; empty when nothing is missing.
@@ -92,6 +125,31 @@ mod tests {
             "concurrencyPolicy": "Forbid", "suspend": false,
             "successfulJobsHistoryLimit": -4, "failedJobsHistoryLimit": 0
         }});
+        assert!(default_patch(&o).0.is_empty());
+    }
+
+    #[test]
+    fn the_shard_label_is_set_or_corrected_once_the_name_is_known() {
+        let want = label_value(bucket("team-a", "nightly"));
+        let o = json!({"metadata": {"name": "nightly", "namespace": "team-a"}});
+        assert_eq!(apply_defaults(&o)["metadata"]["labels"][LABEL_SHARD], want);
+        let o = json!({"metadata": {"name": "nightly", "namespace": "team-a",
+            "labels": {"app": "x", "batch.kronjob.dev/shard": "wrong"}}});
+        let out = apply_defaults(&o);
+        assert_eq!(out["metadata"]["labels"][LABEL_SHARD], want);
+        assert_eq!(out["metadata"]["labels"]["app"], "x");
+        let o = json!({"metadata": {"name": "nightly", "namespace": "team-a", "labels": null}});
+        assert_eq!(apply_defaults(&o)["metadata"]["labels"][LABEL_SHARD], want);
+        // Not known yet, or labels that are not a map: left for the controller and the API server.
+        for o in [
+            json!({"metadata": {"generateName": "nightly-", "namespace": "team-a"}}),
+            json!({"metadata": {"name": "nightly", "namespace": "team-a", "labels": "x"}}),
+        ] {
+            assert_eq!(apply_defaults(&o), o);
+        }
+        // Right already: nothing to patch.
+        let o = json!({"metadata": {"name": "nightly", "namespace": "team-a",
+            "labels": {"batch.kronjob.dev/shard": want}}});
         assert!(default_patch(&o).0.is_empty());
     }
 

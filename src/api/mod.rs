@@ -5,6 +5,7 @@
 pub mod crdgen;
 pub mod defaults;
 pub mod rules;
+pub mod shard;
 mod types;
 pub mod validation;
 pub use types::*;

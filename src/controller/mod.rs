@@ -6,7 +6,9 @@
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
 //! - [`gate`]: creates first, everything that can wait after;
 //! - [`events`]: Events published as client-go does (a repeat counted, a new note a new Event);
-//! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing).
+//! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing over
+//!   shard buckets), and the watches that select a replica's buckets;
+//! - [`strays`]: with `--sharding`, labelling objects that carry no valid shard bucket.
 
 pub mod cache;
 pub mod cronjob;
@@ -14,6 +16,7 @@ pub mod events;
 pub mod gate;
 pub mod index;
 pub mod shard;
+pub mod strays;
 pub mod ttl;
 
 use std::time::Duration;

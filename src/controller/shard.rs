@@ -1,23 +1,34 @@
 //! Which replica schedules which CronJob when several replicas share the work (`--sharding`).
 //!
-//! Assignment is rendezvous hashing (highest random weight): every member scores every key
-//! with a hash of `member` and `key`, and the highest score owns the key. It needs no state beyond
-//! the member list, every replica computes the same owner from the same members, and a
-//! membership change moves only what must move: the keys of a member that left (spread over
-//! the others), or about `1/n` of the keys to a member that joined, each from whoever held it.
+//! Every CronJob and its Jobs carry a shard bucket ([`crate::api::shard`]), a fixed function
+//! of the CronJob's namespace and name. The live members divide the buckets by rendezvous
+//! hashing with bounded loads: pairs of (bucket, member) are taken in order of a hash of both,
+//! highest first, and each bucket goes to the first member of its pairs that holds fewer than
+//! its fair share (`buckets / members`, one more for the first few to get there). Every replica
+//! computes the same owners from the same members, the members' shares differ by at most one
+//! bucket, and a membership change moves the buckets of a member that left, or about `1/n` of
+//! them to a member that joined (and, because of the bounds, a few more between the others).
 //!
 //! Keys are `namespace/name` of a CronJob; a Job is assigned with the CronJob that controls it,
 //! so one replica handles a CronJob, its Jobs and their TTLs.
 //!
 //! [`ShardView`] is what the controllers read: the current [`Assignment`] (published by the
-//! membership in [`crate::manager::shard`]) and the shard metrics.
+//! membership in [`crate::manager::shard`]), the assignment the replica's caches have listed
+//! with (a replica schedules only what both give it), and the shard metrics.
 
 use std::sync::Arc;
 
+use futures::StreamExt;
+use futures::stream::BoxStream;
 use k8s_openapi::api::batch::v1::Job;
+use kube::Api;
+use kube::runtime::{WatchStreamExt, watcher};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
+use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+
+use crate::api::shard::{BUCKETS, bucket};
 
 /// The key a CronJob is assigned by.
 pub fn key(namespace: &str, name: &str) -> String {
@@ -50,6 +61,12 @@ pub fn score(member: &str, key: &str) -> u64 {
     z ^ (z >> 31)
 }
 
+/// The bucket of a key (`namespace/name`).
+pub fn key_bucket(key: &str) -> u16 {
+    let (namespace, name) = key.split_once('/').unwrap_or(("", key));
+    bucket(namespace, name)
+}
+
 /// The members of a shard group as one replica sees them, and which of them it is.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Assignment {
@@ -57,6 +74,8 @@ pub struct Assignment {
     members: Vec<String>,
     /// This replica's identity.
     me: String,
+    /// The owner of each bucket, an index into `members`; empty without members.
+    owners: Vec<usize>,
 }
 
 impl Assignment {
@@ -66,9 +85,11 @@ impl Assignment {
         let mut members: Vec<String> = members.into_iter().collect();
         members.sort();
         members.dedup();
+        let owners = spread(&members);
         Self {
             members,
             me: me.to_string(),
+            owners,
         }
     }
 
@@ -82,19 +103,72 @@ impl Assignment {
         self.members.binary_search(&self.me).is_ok()
     }
 
-    /// The member that owns `key`; `None` without members. Ties (never seen with 64-bit
-    /// scores) go to the greater name, so every replica agrees.
+    /// The member that owns `bucket`; `None` without members.
+    pub fn bucket_owner(&self, bucket: u16) -> Option<&str> {
+        let i = *self.owners.get(usize::from(bucket))?;
+        self.members.get(i).map(String::as_str)
+    }
+
+    /// The member that owns `key`; `None` without members.
     pub fn owner(&self, key: &str) -> Option<&str> {
-        self.members
-            .iter()
-            .max_by_key(|m| (score(m, key), m.as_str()))
-            .map(String::as_str)
+        self.bucket_owner(key_bucket(key))
+    }
+
+    /// Whether this replica owns `bucket`.
+    pub fn owns_bucket(&self, bucket: u16) -> bool {
+        self.is_member() && self.bucket_owner(bucket) == Some(self.me.as_str())
     }
 
     /// Whether this replica owns `key`.
     pub fn owns(&self, key: &str) -> bool {
-        self.is_member() && self.owner(key) == Some(self.me.as_str())
+        self.owns_bucket(key_bucket(key))
     }
+
+    /// The buckets this replica owns, ascending.
+    pub fn my_buckets(&self) -> Vec<u16> {
+        (0..BUCKETS).filter(|b| self.owns_bucket(*b)).collect()
+    }
+}
+
+/// Rendezvous hashing with bounded loads: the owner (an index into `members`) of every bucket.
+fn spread(members: &[String]) -> Vec<usize> {
+    if members.is_empty() {
+        return Vec::new();
+    }
+    // Fair shares: every member `floor` buckets, `extra` of them one more (whoever gets there
+    // first), so shares differ by at most one bucket.
+    let floor = usize::from(BUCKETS) / members.len();
+    let mut extra = usize::from(BUCKETS) % members.len();
+    let mut pairs: Vec<(u64, u16, usize)> = (0..BUCKETS)
+        .flat_map(|b| {
+            let key = b.to_string();
+            members
+                .iter()
+                .enumerate()
+                .map(move |(i, m)| (score(m, &key), b, i))
+        })
+        .collect();
+    // Highest score first; ties (never seen with 64-bit scores) by bucket and member, so every
+    // replica agrees.
+    pairs.sort_unstable_by(|a, b| b.cmp(a));
+    let mut owners = vec![usize::MAX; usize::from(BUCKETS)];
+    let mut load = vec![0usize; members.len()];
+    for (_, b, i) in pairs {
+        let slot = &mut owners[usize::from(b)];
+        if *slot != usize::MAX {
+            continue;
+        }
+        if load[i] < floor || (load[i] == floor && extra > 0) {
+            if load[i] == floor {
+                extra -= 1;
+            }
+            *slot = i;
+            load[i] += 1;
+        }
+    }
+    // Every bucket has an owner: the shares add up to BUCKETS, so a bucket left without one
+    // would mean every member was full, which it cannot be.
+    owners
 }
 
 /// The shard metrics: how many CronJobs this replica schedules, and how many replicas share
@@ -126,13 +200,51 @@ impl ShardMetrics {
 }
 
 /// What the controllers see of the sharding: the current assignment (or, without
-/// `--sharding`, that this replica handles everything), and the metrics.
+/// `--sharding`, that this replica handles everything), the assignment its caches have listed
+/// with, and the metrics.
 #[derive(Clone, Debug, Default)]
 pub struct ShardView {
     /// `None`: not sharded, every key is ours.
     assignment: Option<watch::Receiver<Arc<Assignment>>>,
+    /// The caches that must list with an assignment before it counts, and the last
+    /// assignment all of them listed with.
+    listed: Option<Arc<Listings>>,
     /// The shard metrics.
     pub metrics: ShardMetrics,
+}
+
+/// The caches a replica's scheduling depends on (the CronJob and Job watches, one per
+/// namespace), which assignment each last listed with, and the last assignment all listed with.
+#[derive(Debug)]
+struct Listings {
+    caches: std::sync::Mutex<Vec<Option<Arc<Assignment>>>>,
+    all: watch::Sender<Arc<Assignment>>,
+}
+
+/// One cache's handle for reporting the assignment it has listed with.
+#[derive(Debug, Clone)]
+pub struct CacheListing {
+    listings: Arc<Listings>,
+    cache: usize,
+}
+
+impl CacheListing {
+    /// This cache now holds exactly the objects of `assignment`'s buckets for this replica.
+    pub fn listed(&self, assignment: &Arc<Assignment>) {
+        let mut caches = self
+            .listings
+            .caches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        caches[self.cache] = Some(Arc::clone(assignment));
+        let agreed = caches.iter().all(|c| {
+            c.as_deref()
+                .is_some_and(|c| c.my_buckets() == assignment.my_buckets())
+        });
+        if agreed && **self.listings.all.borrow() != **assignment {
+            self.listings.all.send_replace(Arc::clone(assignment));
+        }
+    }
 }
 
 impl ShardView {
@@ -141,14 +253,20 @@ impl ShardView {
         metrics.members.set(1);
         Self {
             assignment: None,
+            listed: None,
             metrics,
         }
     }
 
     /// A view of the assignments published on `assignment`.
     pub fn sharded(assignment: watch::Receiver<Arc<Assignment>>, metrics: ShardMetrics) -> Self {
+        let (all, _) = watch::channel(Arc::new(Assignment::default()));
         Self {
             assignment: Some(assignment),
+            listed: Some(Arc::new(Listings {
+                caches: std::sync::Mutex::new(Vec::new()),
+                all,
+            })),
             metrics,
         }
     }
@@ -163,6 +281,26 @@ impl ShardView {
         self.assignment.as_ref().map(|a| Arc::clone(&a.borrow()))
     }
 
+    /// A cache that must have listed with an assignment before this replica schedules by it;
+    /// `None` when not sharded. Register every such cache before any of them lists.
+    pub fn register_cache(&self) -> Option<CacheListing> {
+        let listings = self.listed.as_ref()?;
+        let mut caches = listings
+            .caches
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        caches.push(None);
+        Some(CacheListing {
+            listings: Arc::clone(listings),
+            cache: caches.len() - 1,
+        })
+    }
+
+    /// The last assignment every registered cache has listed with; `None` when not sharded.
+    pub fn listed(&self) -> Option<Arc<Assignment>> {
+        self.listed.as_ref().map(|l| Arc::clone(&l.all.borrow()))
+    }
+
     /// Whether this replica schedules `cj` now (always without `--sharding`).
     pub fn owns_cronjob(&self, cj: &impl kube::Resource) -> bool {
         !self.is_sharded()
@@ -172,11 +310,22 @@ impl ShardView {
             ))
     }
 
-    /// Whether this replica owns `key` now.
+    /// Whether this replica owns `key` now: by the current assignment and by the one its
+    /// caches have listed with (when no cache is registered, by the current one alone).
     pub fn owns(&self, key: &str) -> bool {
-        self.assignment
-            .as_ref()
-            .is_none_or(|a| a.borrow().owns(key))
+        let Some(current) = self.assignment.as_ref() else {
+            return true;
+        };
+        let bucket = key_bucket(key);
+        current.borrow().owns_bucket(bucket)
+            && self.listed.as_ref().is_none_or(|l| {
+                let registered = !l
+                    .caches
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .is_empty();
+                !registered || l.all.borrow().owns_bucket(bucket)
+            })
     }
 
     /// Wait for the next assignment; never returns when not sharded or once the membership
@@ -189,7 +338,107 @@ impl ShardView {
         }
         std::future::pending().await
     }
+
+    /// A receiver of the assignments every registered cache has listed with; `None` when not
+    /// sharded.
+    pub fn subscribe_listed(&self) -> Option<watch::Receiver<Arc<Assignment>>> {
+        self.listed.as_ref().map(|l| l.all.subscribe())
+    }
 }
+
+/// The stream of one watch's events.
+pub type Events<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>;
+
+/// A watch of `api` with `config` (and kronjob's backoff). With `--sharding` it selects only
+/// the objects labelled with this replica's buckets, and starts again, listing anew, whenever
+/// those change; each completed list is reported to `listing`. The new list replaces what the
+/// cache held (`Init`..`InitDone`), so objects of buckets this replica lost leave its cache.
+pub fn watch<K>(
+    api: Api<K>,
+    config: watcher::Config,
+    view: &ShardView,
+    listing: Option<CacheListing>,
+) -> Events<K>
+where
+    K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
+    K::DynamicType: Default,
+{
+    let Some(mut assignments) = view.assignment.clone() else {
+        return watcher(api, config)
+            .backoff(crate::backoff::watch_backoff())
+            .boxed();
+    };
+    let start = move |a: &Assignment| -> Events<K> {
+        let buckets = crate::api::shard::selector(&a.my_buckets());
+        let labels = match &config.label_selector {
+            Some(s) => format!("{s},{buckets}"),
+            None => buckets,
+        };
+        watcher(api.clone(), config.clone().labels(&labels))
+            .backoff(crate::backoff::watch_backoff())
+            .boxed()
+    };
+    let current = Arc::clone(&assignments.borrow_and_update());
+    let state = Sharded {
+        inner: start(&current),
+        current,
+        assignments,
+        publishing: true,
+        listed: false,
+        listing,
+        start: Box::new(start),
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            tokio::select! {
+                event = st.inner.next() => {
+                    let event = event?;
+                    if let Ok(watcher::Event::InitDone) = &event {
+                        st.listed = true;
+                        if let Some(l) = &st.listing {
+                            l.listed(&st.current);
+                        }
+                    }
+                    return Some((event, st));
+                }
+                changed = st.assignments.changed(), if st.publishing => {
+                    if changed.is_err() {
+                        st.publishing = false;
+                        continue;
+                    }
+                    let next = Arc::clone(&st.assignments.borrow_and_update());
+                    if next.my_buckets() == st.current.my_buckets() {
+                        st.current = next;
+                        if st.listed && let Some(l) = &st.listing {
+                            l.listed(&st.current);
+                        }
+                    } else {
+                        st.inner = (st.start)(&next);
+                        st.current = next;
+                        st.listed = false;
+                    }
+                }
+            }
+        }
+    })
+    .boxed()
+}
+
+/// The state of a sharded watch.
+struct Sharded<K> {
+    inner: Events<K>,
+    current: Arc<Assignment>,
+    assignments: watch::Receiver<Arc<Assignment>>,
+    /// Whether the membership still publishes assignments.
+    publishing: bool,
+    /// Whether `inner` has listed since it started.
+    listed: bool,
+    listing: Option<CacheListing>,
+    start: Starter<K>,
+}
+
+/// Starts the inner watch of a sharded watch for an assignment.
+type Starter<K> = Box<dyn Fn(&Assignment) -> Events<K> + Send>;
 
 #[cfg(test)]
 mod tests {
@@ -240,13 +489,29 @@ mod tests {
         assert_ne!(score("ab", "c"), score("a", "bc"), "the separator counts");
     }
 
+    /// Buckets each member owns under `a`.
+    fn bucket_counts(a: &Assignment) -> BTreeMap<String, usize> {
+        let mut c = BTreeMap::new();
+        for b in 0..BUCKETS {
+            *c.entry(a.bucket_owner(b).expect("an owner").to_string())
+                .or_default() += 1;
+        }
+        c
+    }
+
     #[test]
-    fn balanced_within_ten_percent_at_3_and_10_replicas() {
+    fn buckets_split_evenly_and_keys_within_ten_percent_at_3_and_10_replicas() {
         for (n, total) in [(3, 3_000), (3, 10_000), (10, 10_000)] {
             let a = Assignment::new("x", members(n));
+            let buckets = bucket_counts(&a);
+            assert_eq!(buckets.len(), n);
+            let (least, most) = (buckets.values().min(), buckets.values().max());
+            assert!(
+                most.zip(least).is_some_and(|(m, l)| m - l <= 1),
+                "{n} replicas: {buckets:?}"
+            );
             let owners = owners(&a, &keys(total));
             let c = counts(&owners);
-            assert_eq!(c.len(), n);
             let fair = total as f64 / n as f64;
             for (member, got) in &c {
                 let off = (*got as f64 - fair).abs() / fair;
@@ -258,54 +523,65 @@ mod tests {
         }
     }
 
-    #[test]
-    fn a_member_leaving_moves_only_its_own_keys() {
-        let keys = keys(10_000);
-        let m = members(10);
-        let before = owners(&Assignment::new("x", m.clone()), &keys);
-        let gone = m[4].clone();
-        let after = owners(
-            &Assignment::new("x", m.iter().filter(|x| **x != gone).cloned()),
-            &keys,
-        );
-        for (b, a) in before.iter().zip(&after) {
-            if *b != gone {
-                assert_eq!(a, b, "a key of a surviving member moved");
-            } else {
-                assert_ne!(*a, gone);
-            }
-        }
-        // The leaver's keys spread over the others, not onto one of them.
-        let moved: Vec<String> = before
-            .iter()
-            .zip(&after)
-            .filter(|(b, _)| **b == gone)
-            .map(|(_, a)| a.clone())
-            .collect();
-        assert_eq!(counts(&moved).len(), 9);
+    /// Buckets whose owner differs between `a` and `b`, as (from, to).
+    fn moves(a: &Assignment, b: &Assignment) -> Vec<(String, String)> {
+        (0..BUCKETS)
+            .filter_map(|k| {
+                let (x, y) = (a.bucket_owner(k)?, b.bucket_owner(k)?);
+                (x != y).then(|| (x.to_string(), y.to_string()))
+            })
+            .collect()
     }
 
     #[test]
-    fn a_member_joining_takes_about_one_nth_and_only_from_others() {
-        let keys = keys(10_000);
+    fn a_member_leaving_moves_its_buckets_and_few_others() {
         for n in [3, 10] {
             let m = members(n);
-            let before = owners(&Assignment::new("x", m.clone()), &keys);
-            let joined = "kronjob-7d9f8c-new".to_string();
-            let after = owners(
-                &Assignment::new("x", m.iter().cloned().chain([joined.clone()])),
-                &keys,
+            let before = Assignment::new("x", m.clone());
+            let gone = m[n / 2].clone();
+            let after = Assignment::new("x", m.iter().filter(|x| **x != gone).cloned());
+            let moved = moves(&before, &after);
+            let own = moved.iter().filter(|(from, _)| *from == gone).count();
+            assert_eq!(
+                own,
+                bucket_counts(&before)[&gone],
+                "every bucket of the leaver moved"
             );
-            let mut moved = 0;
-            for (b, a) in before.iter().zip(&after) {
-                if a != b {
-                    assert_eq!(*a, joined, "a key moved between old members");
-                    moved += 1;
-                }
-            }
-            let fair = keys.len() as f64 / (n + 1) as f64;
-            let off = (moved as f64 - fair).abs() / fair;
-            assert!(off <= 0.10, "{n} -> {}: {moved} moved, fair {fair}", n + 1);
+            // The bounded loads move a few more between the others: at most 8% of all.
+            let others = moved.len() - own;
+            assert!(
+                others * 100 <= usize::from(BUCKETS) * 8,
+                "{n} -> {}: {others} moved between survivors",
+                n - 1
+            );
+            // The leaver's buckets spread over the others, not onto one of them.
+            let to: std::collections::BTreeSet<&String> = moved
+                .iter()
+                .filter(|(from, _)| *from == gone)
+                .map(|(_, to)| to)
+                .collect();
+            assert_eq!(to.len(), n - 1);
+        }
+    }
+
+    #[test]
+    fn a_member_joining_takes_its_share_and_few_others_move() {
+        for n in [3, 10] {
+            let m = members(n);
+            let before = Assignment::new("x", m.clone());
+            let joined = "kronjob-7d9f8c-new".to_string();
+            let after = Assignment::new("x", m.iter().cloned().chain([joined.clone()]));
+            let moved = moves(&before, &after);
+            let taken = moved.iter().filter(|(_, to)| *to == joined).count();
+            assert_eq!(taken, bucket_counts(&after)[&joined]);
+            let fair = usize::from(BUCKETS) / (n + 1);
+            assert!(taken.abs_diff(fair) <= 1, "{n} -> {}: took {taken}", n + 1);
+            let others = moved.len() - taken;
+            assert!(
+                others * 100 <= usize::from(BUCKETS) * 8,
+                "{n} -> {}: {others} moved between old members",
+                n + 1
+            );
         }
     }
 

@@ -10,11 +10,11 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::name::{manual_name, scheduled_name};
-use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB};
+use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB, shard};
 use crate::schedule;
 
 /// Build a Job from the CronJob's template: labels and annotations of `jobTemplate.metadata`
-/// plus [`LABEL_CRONJOB`] and `extra_annotation`, a controller owner reference
+/// plus [`LABEL_CRONJOB`], the CronJob's shard bucket ([`shard::LABEL_SHARD`]) and `extra_annotation`, a controller owner reference
 /// (`blockOwnerDeletion: true`), the template's spec, and `default_ttl` when the template sets
 /// no `ttlSecondsAfterFinished`. `None` when the CronJob has no name or UID (never the case for
 /// an object read from the API).
@@ -42,6 +42,11 @@ fn unowned(
     let meta = template.metadata.clone().unwrap_or_default();
     let mut labels: BTreeMap<String, String> = meta.labels.unwrap_or_default();
     labels.insert(LABEL_CRONJOB.to_string(), cj.metadata.name.clone()?);
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    labels.insert(
+        shard::LABEL_SHARD.to_string(),
+        shard::label_value(shard::bucket(namespace, cj.metadata.name.as_deref()?)),
+    );
     let mut annotations = meta.annotations.unwrap_or_default();
     annotations.insert(extra_annotation.0.to_string(), extra_annotation.1);
     let mut spec = template.spec.clone().unwrap_or_default();
@@ -106,7 +111,14 @@ mod tests {
         assert_eq!(owners[0].uid, CJ_UID);
         assert_eq!(owners[0].controller, Some(true));
         assert_eq!(job.metadata.name.as_deref(), Some("cj-24394200"));
-        assert_eq!(job.metadata.labels.expect("labels")[LABEL_CRONJOB], CJ);
+        let labels = job.metadata.labels.expect("labels");
+        assert_eq!(labels[LABEL_CRONJOB], CJ);
+        let namespace = cronjob("0 * * * *").metadata.namespace.unwrap_or_default();
+        assert_eq!(
+            labels[shard::LABEL_SHARD],
+            shard::bucket(&namespace, CJ).to_string(),
+            "the Job goes with its CronJob's shard"
+        );
         assert_eq!(
             job.spec.and_then(|s| s.ttl_seconds_after_finished),
             Some(60)

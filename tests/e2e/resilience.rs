@@ -1,7 +1,10 @@
 //! Resilience on a real API server: a graceful handover on SIGTERM, `--sharding` with three
-//! replicas and one killed, and an API server that is down for 70 s.
+//! replicas (each caching only its share, labelling the CronJobs created without the webhook)
+//! and one killed, and an API server that is down for 70 s.
 
 use std::collections::BTreeMap;
+
+use kronjob::api::shard::{LABEL_SHARD, bucket};
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
@@ -184,8 +187,47 @@ pub async fn sharding_survives_a_killed_replica(ctx: Ctx) {
         },
     )
     .await;
+    // Created without the webhook, every CronJob was labelled with its shard bucket by the
+    // replica that owns it, and each replica's cache holds its share and nothing more.
+    wait_for(
+        Duration::from_secs(30),
+        "each replica caching only its share",
+        || async {
+            for replica in &replicas {
+                let text = replica.metrics_text().await;
+                let cached = gauge(&text, "kronjob_managed_cronjobs")?;
+                (cached == gauge(&text, "kronjob_shard_cronjobs")? && cached < 24.0)
+                    .then_some(())?;
+            }
+            Some(())
+        },
+    )
+    .await;
+    let api: kube::Api<kronjob::api::CronJob> = env.api();
+    for cj in api.list(&Default::default()).await.expect("the CronJobs") {
+        let name = cj.metadata.name.clone().unwrap_or_default();
+        assert_eq!(
+            cj.metadata.labels.as_ref().and_then(|l| l.get(LABEL_SHARD)),
+            Some(&bucket(&env.namespace, &name).to_string()),
+            "{name} labelled with its bucket"
+        );
+    }
     let first = at_second(1).await;
     wait_slot(&env, &names, first, Duration::from_secs(30)).await;
+    let jobs: kube::Api<k8s_openapi::api::batch::v1::Job> =
+        kube::Api::namespaced(env.client.clone(), &env.namespace);
+    for job in jobs.list(&Default::default()).await.expect("the Jobs") {
+        let labels = job.metadata.labels.unwrap_or_default();
+        let cj = labels
+            .get(kronjob::api::LABEL_CRONJOB)
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(
+            labels.get(LABEL_SHARD),
+            Some(&bucket(&env.namespace, &cj).to_string()),
+            "a Job goes with its CronJob's bucket"
+        );
+    }
     let killed = at_second(57).await;
     replicas[0].kill();
     let late = killed + 1;

@@ -129,6 +129,7 @@ async fn control(
         job_trigger_stream(
             &client,
             &scope,
+            &ctx.shard,
             index.clone(),
             index_writer,
             recovery(Arc::clone(&ctx)),
@@ -147,6 +148,7 @@ async fn control(
         cronjob_trigger_stream(
             &client,
             &scope,
+            &ctx.shard,
             cj_writer,
             cj_reader.clone(),
             ctx.status.clone(),
@@ -174,6 +176,7 @@ async fn control(
     let started = started(cj_reader.clone(), index, Arc::clone(&ctx), ready);
     let prune = prune(Arc::clone(&ctx), cj_reader.clone());
     let shard = follow_shard(Arc::clone(&ctx), cj_reader);
+    let strays = crate::controller::strays::run(client.clone(), scope.clone(), ctx.shard.clone());
     // Each branch is boxed: their state machines are large, and polling them inline nests
     // frames deep enough to exhaust a thread's stack in unoptimised builds.
     tokio::select! {
@@ -183,6 +186,7 @@ async fn control(
         () = Box::pin(cronjobs) => {},
         () = Box::pin(jobs) => {},
         () = Box::pin(shard) => {},
+        () = Box::pin(strays) => {},
     }
 }
 
@@ -225,6 +229,7 @@ async fn prune(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJob>) {
 fn cronjob_trigger_stream(
     client: &Client,
     scope: &Scope,
+    view: &shard::ShardView,
     writer: reflector::store::Writer<CachedCronJob>,
     reader: reflector::Store<CachedCronJob>,
     status: super::writer::StatusWriter,
@@ -238,9 +243,7 @@ fn cronjob_trigger_stream(
         .apis::<CachedCronJob>(client)
         .into_iter()
         .map(|(ns, api)| {
-            let watch = watcher(api, config.clone())
-                .backoff(crate::backoff::watch_backoff())
-                .boxed();
+            let watch = shard::watch(api, config.clone(), view, view.register_cache());
             (ns, watch)
         })
         .collect();
@@ -259,31 +262,36 @@ fn cronjob_trigger_stream(
     .predicate_filter(spec_or_trigger, Default::default())
 }
 
-/// Follow the shard assignment (`--sharding`): on every change, reconcile at once the CronJobs
-/// that became ours (a slot that fell due while their previous owner was gone runs now, within
-/// its deadline) and log how many moved; every few seconds, count the CronJobs this replica
-/// schedules for `kronjob_shard_cronjobs`. Never returns.
+/// Follow the shard assignment (`--sharding`): whenever the caches have listed with a new one,
+/// reconcile at once the CronJobs that became ours (a slot that fell due while their previous
+/// owner was gone runs now, within its deadline) and log how many moved; every few seconds,
+/// count the CronJobs this replica schedules for `kronjob_shard_cronjobs`. Never returns.
 async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJob>) {
-    let mut view = ctx.shard.clone();
-    let mut previous = view.current();
+    let mut listed = ctx.shard.subscribe_listed();
+    let mut previous = listed.as_ref().map(|l| Arc::clone(&l.borrow()));
     let mut tick = tokio::time::interval(SHARD_GAUGE_EVERY);
     loop {
         tokio::select! {
-            next = view.changed() => {
+            Some(next) = async {
+                let l = listed.as_mut()?;
+                l.changed().await.ok()?;
+                Some(Arc::clone(&l.borrow_and_update()))
+            } => {
                 rebalance(&ctx, &cronjobs, previous.as_deref(), &next);
                 previous = Some(next);
             }
             _ = tick.tick() => {}
         }
-        let owned = cronjobs
-            .state()
-            .iter()
-            .filter(|cj| ctx.owns(cj.as_ref()))
-            .count();
+        let state = cronjobs.state();
+        let owned = state.iter().filter(|cj| ctx.owns(cj.as_ref())).count();
         ctx.shard
             .metrics
             .cronjobs
             .set(i64::try_from(owned).unwrap_or(i64::MAX));
+        // The cache changes when the share does, with no reconcile to recount it.
+        ctx.metrics
+            .managed_cronjobs
+            .set(i64::try_from(state.len()).unwrap_or(i64::MAX));
     }
 }
 
@@ -395,6 +403,7 @@ fn log_controller_error<E: std::error::Error>(
 fn job_trigger_stream(
     client: &Client,
     scope: &Scope,
+    view: &shard::ShardView,
     index: OwnerIndex,
     mut writer: IndexWriter,
     health: impl FnMut(&Result<watcher::Event<SlimJob>, watcher::Error>) + Send + 'static,
@@ -403,9 +412,7 @@ fn job_trigger_stream(
         .apis::<SlimJob>(client)
         .into_iter()
         .map(|(ns, api)| {
-            let s = watcher(api, index::job_watch_config())
-                .backoff(crate::backoff::watch_backoff())
-                .boxed();
+            let s = shard::watch(api, index::job_watch_config(), view, view.register_cache());
             (ns, s)
         })
         .collect();

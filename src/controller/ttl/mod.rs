@@ -203,6 +203,9 @@ trait TtlObject:
     const PROPAGATION: PropagationPolicy;
     /// What to watch.
     fn watch_config(scope: TtlScope) -> watcher::Config;
+    /// Whether the objects watched under `scope` carry the shard label (`--sharding` then
+    /// watches only this replica's buckets).
+    fn labelled(scope: TtlScope) -> bool;
     /// Drop what the decision never reads, before the object enters the cache.
     fn slim(&mut self);
     /// The key it is assigned to a replica by (`--sharding`).
@@ -238,6 +241,11 @@ impl TtlObject for SlimJob {
         }
     }
 
+    fn labelled(scope: TtlScope) -> bool {
+        // kronjob's Jobs carry their CronJob's bucket; other Jobs carry none.
+        scope == TtlScope::Owned
+    }
+
     fn slim(&mut self) {
         // Decoded slim already.
     }
@@ -268,6 +276,10 @@ impl TtlObject for Pod {
     fn watch_config(_scope: TtlScope) -> watcher::Config {
         // Only terminal phases; a Pod entering one arrives as an ADDED event.
         watcher::Config::default().fields(POD_FIELD_SELECTOR)
+    }
+
+    fn labelled(_scope: TtlScope) -> bool {
+        false
     }
 
     fn slim(&mut self) {
@@ -582,8 +594,15 @@ fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancellation
         .boxed()
     };
     let clock = Arc::clone(&ctx.clock);
-    let objects = watcher(api, K::watch_config(ctx.scope))
-        .backoff(backoff::watch_backoff())
+    let config = K::watch_config(ctx.scope);
+    let objects = if K::labelled(ctx.scope) {
+        shard::watch(api, config, &ctx.shard, None)
+    } else {
+        watcher(api, config)
+            .backoff(backoff::watch_backoff())
+            .boxed()
+    };
+    let objects = objects
         .modify(K::slim)
         .filter(move |event| future::ready(worth_keeping(event, clock.now())))
         .reflect(writer)

@@ -1065,10 +1065,15 @@ fn get_job_from_template2() {
         let labels = meta.labels.clone().unwrap_or_default();
         let annotations = meta.annotations.clone().unwrap_or_default();
         let spec = job.spec.as_ref();
-        // kronjob adds its own label (see the differences document).
+        // kronjob adds its own labels (see the differences document).
+        let namespace = meta.namespace.as_deref().unwrap_or_default();
         let want_labels = BTreeMap::from([
             ("a".to_string(), "b".to_string()),
             (LABEL_CRONJOB.to_string(), "cj".to_string()),
+            (
+                crate::api::shard::LABEL_SHARD.to_string(),
+                crate::api::shard::bucket(namespace, "cj").to_string(),
+            ),
         ]);
         let checks = [
             (

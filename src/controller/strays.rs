@@ -1,0 +1,192 @@
+//! With `--sharding`, objects that carry no valid shard bucket are labelled with theirs, so
+//! that the replica owning the bucket watches them: CronJobs created while the webhook was off,
+//! with `generateName` (the webhook sees no name), or before sharding was turned on, and Jobs of
+//! kronjob CronJobs created before Jobs carried the label.
+//!
+//! Every replica watches the strays (metadata only; normally none) and labels those whose
+//! bucket it owns, so each is patched once. When the assignment changes, the strays it holds
+//! are looked at again. A stray CronJob is scheduled once labelled; until then no replica
+//! schedules it.
+
+use std::sync::Arc;
+
+use futures::{FutureExt, StreamExt};
+use kube::api::{Api, Patch, PatchParams};
+use kube::core::PartialObjectMeta;
+use kube::runtime::reflector::{self, Store};
+use kube::runtime::{WatchStreamExt, watcher};
+use kube::{Client, Resource};
+use serde_json::json;
+
+use crate::api::shard::{LABEL_SHARD, bucket, label_value, stray_selector};
+use crate::api::{CronJob, LABEL_CRONJOB};
+use crate::controller::Scope;
+use crate::controller::shard::{Assignment, ShardView};
+
+/// The field manager of the label patches.
+const FIELD_MANAGER: &str = "kronjob";
+
+/// Label the stray CronJobs and Jobs in `scope` whose bucket this replica owns, until dropped
+/// (without `--sharding`, nothing). Never returns.
+pub async fn run(client: Client, scope: Scope, view: ShardView) {
+    if !view.is_sharded() {
+        return futures::future::pending().await;
+    }
+    let mut labellers = Vec::new();
+    let strays = stray_selector();
+    let cronjobs = match &scope.selector {
+        Some(own) => format!("{own},{strays}"),
+        None => strays.clone(),
+    };
+    let jobs = format!("{LABEL_CRONJOB},{strays}");
+    for (_, metadata) in scope.apis::<PartialObjectMeta<CronJob>>(&client) {
+        let labeller = label::<CronJob>(client.clone(), metadata, cronjobs.clone(), view.clone());
+        labellers.push(labeller.boxed());
+    }
+    type Job = k8s_openapi::api::batch::v1::Job;
+    for (_, metadata) in scope.apis::<PartialObjectMeta<Job>>(&client) {
+        let labeller = label::<Job>(client.clone(), metadata, jobs.clone(), view.clone());
+        labellers.push(labeller.boxed());
+    }
+    futures::future::join_all(labellers).await;
+    futures::future::pending().await
+}
+
+/// The bucket of a stray: a Job's is its controlling owner's (a CronJob in its namespace), any
+/// other object's its own.
+pub fn stray_bucket<K: Resource>(object: &PartialObjectMeta<K>) -> u16 {
+    let meta = &object.metadata;
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let owner = meta
+        .owner_references
+        .iter()
+        .flatten()
+        .find(|o| o.controller == Some(true))
+        .map(|o| o.name.as_str());
+    let name = owner.unwrap_or(meta.name.as_deref().unwrap_or_default());
+    bucket(namespace, name)
+}
+
+/// Watch the strays matching `selector` (their metadata, through `metadata`) and label those
+/// this replica owns.
+async fn label<K>(
+    client: Client,
+    metadata: Api<PartialObjectMeta<K>>,
+    selector: String,
+    mut view: ShardView,
+) where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug
+        + Send
+        + Sync
+        + 'static,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    let (reader, writer) = reflector::store::<PartialObjectMeta<K>>();
+    let mut strays = watcher(metadata, watcher::Config::default().labels(&selector))
+        .backoff(crate::backoff::watch_backoff())
+        .reflect(writer)
+        .applied_objects()
+        .boxed();
+    loop {
+        tokio::select! {
+            stray = strays.next() => match stray {
+                Some(Ok(object)) => {
+                    if let Some(a) = view.current() {
+                        patch_if_ours(&client, &a, &Arc::new(object)).await;
+                    }
+                }
+                Some(Err(e)) => tracing::debug!(error = %e, "stray watch failed; retrying"),
+                None => return,
+            },
+            next = view.changed() => rescan(&client, &next, &reader).await,
+        }
+    }
+}
+
+/// Label every stray held whose bucket `assignment` gives this replica.
+async fn rescan<K>(client: &Client, assignment: &Assignment, strays: &Store<PartialObjectMeta<K>>)
+where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
+{
+    for object in strays.state() {
+        patch_if_ours(client, assignment, &object).await;
+    }
+}
+
+/// Label `object` with its bucket if `assignment` gives that bucket to this replica.
+async fn patch_if_ours<K>(
+    client: &Client,
+    assignment: &Assignment,
+    object: &Arc<PartialObjectMeta<K>>,
+) where
+    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
+        + Clone
+        + serde::de::DeserializeOwned
+        + std::fmt::Debug,
+    K::DynamicType: Default,
+{
+    let bucket = stray_bucket(object.as_ref());
+    let (Some(name), Some(namespace)) = (
+        object.metadata.name.as_deref(),
+        object.metadata.namespace.as_deref(),
+    ) else {
+        return;
+    };
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    if !assignment.owns_bucket(bucket) || object.metadata.deletion_timestamp.is_some() {
+        return;
+    }
+    let patch = json!({"metadata": {"labels": {LABEL_SHARD: label_value(bucket)}}});
+    let params = PatchParams {
+        field_manager: Some(FIELD_MANAGER.into()),
+        ..PatchParams::default()
+    };
+    match api
+        .patch_metadata(name, &params, &Patch::Merge(&patch))
+        .await
+    {
+        Ok(_) => {
+            tracing::info!(name, bucket, kind = %K::kind(&Default::default()), "labelled with its shard")
+        }
+        // Gone meanwhile: nothing to label.
+        Err(kube::Error::Api(e)) if e.code == 404 => {}
+        Err(e) => {
+            tracing::warn!(name, error = %crate::telemetry::error_chain(&e), "labelling with its shard failed; retried on the next change")
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::batch::v1::Job;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+
+    #[test]
+    fn a_stray_job_goes_with_its_cronjob_and_anything_else_by_its_own_name() {
+        let job: PartialObjectMeta<Job> = PartialObjectMeta {
+            metadata: ObjectMeta {
+                name: Some("nightly-29000000".into()),
+                namespace: Some("ns".into()),
+                owner_references: Some(vec![OwnerReference {
+                    name: "nightly".into(),
+                    controller: Some(true),
+                    ..OwnerReference::default()
+                }]),
+                ..ObjectMeta::default()
+            },
+            ..PartialObjectMeta::default()
+        };
+        assert_eq!(stray_bucket(&job), bucket("ns", "nightly"));
+        let mut unowned = job.clone();
+        unowned.metadata.owner_references = None;
+        assert_eq!(stray_bucket(&unowned), bucket("ns", "nightly-29000000"));
+    }
+}
