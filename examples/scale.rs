@@ -133,6 +133,10 @@ struct Args {
     /// Keep the control plane's folder (logs, etcd) after the run.
     #[arg(long)]
     keep: bool,
+    /// Create the kronjob CronJobs without their shard label (as with the webhook off): the
+    /// manager, or with `--replicas` the replica owning each, labels them at start.
+    #[arg(long)]
+    unlabelled: bool,
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -493,7 +497,11 @@ fn meta(name: String) -> ObjectMeta {
     }
 }
 
-fn kronjob_cronjob(name: String, image: &str) -> CronJob {
+/// A kronjob CronJob as the mutating webhook leaves it: with its shard bucket label (the tool
+/// creates CronJobs without the webhook; `--unlabelled` leaves it out, and the replicas of a
+/// `--replicas` run label them first).
+fn kronjob_cronjob(ns: &str, name: String, image: &str, labelled: bool) -> CronJob {
+    let bucket = kronjob::api::shard::bucket(ns, &name);
     let mut cj = CronJob::new(
         &name,
         CronJobSpec {
@@ -509,7 +517,14 @@ fn kronjob_cronjob(name: String, image: &str) -> CronJob {
             failure_policy: None,
         },
     );
-    cj.metadata.labels = Some(labels());
+    let mut labels = labels();
+    if labelled {
+        labels.insert(
+            kronjob::api::shard::LABEL_SHARD.to_string(),
+            kronjob::api::shard::label_value(bucket),
+        );
+    }
+    cj.metadata.labels = Some(labels);
     cj
 }
 
@@ -1121,7 +1136,7 @@ async fn create_cronjobs(
         Which::Kronjob => {
             let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
             create_all(&api, names.len(), args.in_flight, |i| {
-                kronjob_cronjob(names[i].clone(), image)
+                kronjob_cronjob(ns, names[i].clone(), image, !args.unlabelled)
             })
             .await?;
         }

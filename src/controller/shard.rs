@@ -27,6 +27,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 use serde::de::DeserializeOwned;
 use tokio::sync::watch;
+use tokio::time::Instant;
 
 use crate::api::shard::{BUCKETS, bucket};
 
@@ -351,8 +352,9 @@ pub type Events<K> = BoxStream<'static, Result<watcher::Event<K>, watcher::Error
 
 /// A watch of `api` with `config` (and kronjob's backoff). With `--sharding` it selects only
 /// the objects labelled with this replica's buckets, and starts again, listing anew, whenever
-/// those change; each completed list is reported to `listing`. The new list replaces what the
-/// cache held (`Init`..`InitDone`), so objects of buckets this replica lost leave its cache.
+/// those change (once they have not changed for [`SETTLE`]); each completed list is reported to
+/// `listing`. The new list replaces what the cache held (`Init`..`InitDone`), so objects of
+/// buckets this replica lost leave its cache.
 pub fn watch<K>(
     api: Api<K>,
     config: watcher::Config,
@@ -387,9 +389,11 @@ where
         listed: false,
         listing,
         start: Box::new(start),
+        settling: None,
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
+            let settled = st.settling.as_ref().map(|(at, _)| *at);
             tokio::select! {
                 event = st.inner.next() => {
                     let event = event?;
@@ -408,11 +412,23 @@ where
                     }
                     let next = Arc::clone(&st.assignments.borrow_and_update());
                     if next.my_buckets() == st.current.my_buckets() {
+                        st.settling = None;
                         st.current = next;
                         if st.listed && let Some(l) = &st.listing {
                             l.listed(&st.current);
                         }
                     } else {
+                        // Wait for the group to settle (replicas starting together join one
+                        // by one) before listing anew, once.
+                        let at = st
+                            .settling
+                            .as_ref()
+                            .map_or_else(|| Instant::now() + SETTLE, |(at, _)| *at);
+                        st.settling = Some((at, next));
+                    }
+                }
+                () = sleep_until_some(settled) => {
+                    if let Some((_, next)) = st.settling.take() {
                         st.inner = (st.start)(&next);
                         st.current = next;
                         st.listed = false;
@@ -422,6 +438,18 @@ where
         }
     })
     .boxed()
+}
+
+/// How long a sharded watch waits after its buckets change before it lists anew: a group
+/// forming (replicas starting together) changes them several times within a second.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Sleep until `at`; forever without one.
+async fn sleep_until_some(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at).await,
+        None => std::future::pending().await,
+    }
 }
 
 /// The state of a sharded watch.
@@ -435,6 +463,8 @@ struct Sharded<K> {
     listed: bool,
     listing: Option<CacheListing>,
     start: Starter<K>,
+    /// A change of buckets waiting for the group to settle: when to list anew, and with what.
+    settling: Option<(Instant, Arc<Assignment>)>,
 }
 
 /// Starts the inner watch of a sharded watch for an assignment.

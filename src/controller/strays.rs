@@ -4,8 +4,8 @@
 //! kronjob CronJobs created before Jobs carried the label.
 //!
 //! Every replica watches the strays (metadata only; normally none) and labels those whose
-//! bucket it owns, so each is patched once. When the assignment changes, the strays it holds
-//! are looked at again. A stray CronJob is scheduled once labelled; until then no replica
+//! bucket it owns, so each is patched once. When the assignment changes, and every few
+//! seconds, the strays it still holds are looked at again. A stray CronJob is scheduled once labelled; until then no replica
 //! schedules it.
 
 use std::sync::Arc;
@@ -13,7 +13,7 @@ use std::sync::Arc;
 use futures::{FutureExt, StreamExt};
 use kube::api::{Api, Patch, PatchParams};
 use kube::core::PartialObjectMeta;
-use kube::runtime::reflector::{self, Store};
+use kube::runtime::reflector;
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde_json::json;
@@ -25,6 +25,11 @@ use crate::controller::shard::{Assignment, ShardView};
 
 /// The field manager of the label patches.
 const FIELD_MANAGER: &str = "kronjob";
+/// Label patches in flight at once, per kind and namespace: thousands of strays (an install
+/// upgraded to sharding) are labelled in seconds, not one round trip at a time.
+const IN_FLIGHT: usize = 16;
+/// How often the strays still held are looked at again.
+const RESCAN_EVERY: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// Label the stray CronJobs and Jobs in `scope` whose bucket this replica owns, until dropped
 /// (without `--sharding`, nothing). Never returns.
@@ -85,39 +90,51 @@ async fn label<K>(
     K::DynamicType: Default + Eq + std::hash::Hash + Clone,
 {
     let (reader, writer) = reflector::store::<PartialObjectMeta<K>>();
-    let mut strays = watcher(metadata, watcher::Config::default().labels(&selector))
+    let strays = watcher(metadata, watcher::Config::default().labels(&selector))
         .backoff(crate::backoff::watch_backoff())
         .reflect(writer)
         .applied_objects()
-        .boxed();
-    loop {
-        tokio::select! {
-            stray = strays.next() => match stray {
-                Some(Ok(object)) => {
-                    if let Some(a) = view.current() {
-                        patch_if_ours(&client, &a, &Arc::new(object)).await;
-                    }
+        .filter_map(|stray| {
+            if let Err(e) = &stray {
+                tracing::debug!(error = %e, "stray watch failed; retrying");
+            }
+            futures::future::ready(stray.ok().map(Arc::new))
+        });
+    // Each stray as it arrives, with the assignment of the moment ...
+    let arrivals = {
+        let view = view.clone();
+        let client = client.clone();
+        strays.for_each_concurrent(IN_FLIGHT, move |object| {
+            let assignment = view.current();
+            let client = client.clone();
+            async move {
+                if let Some(a) = assignment {
+                    patch_if_ours(&client, &a, &object).await;
                 }
-                Some(Err(e)) => tracing::debug!(error = %e, "stray watch failed; retrying"),
-                None => return,
-            },
-            next = view.changed() => rescan(&client, &next, &reader).await,
+            }
+        })
+    };
+    // ... and every stray held again when the assignment changes, and every few seconds (a
+    // stray that arrived before this replica knew the group, or whose patch failed).
+    let rescans = async {
+        let mut tick = tokio::time::interval(RESCAN_EVERY);
+        loop {
+            let next = tokio::select! {
+                next = view.changed() => next,
+                _ = tick.tick() => match view.current() {
+                    Some(current) => current,
+                    None => continue,
+                },
+            };
+            futures::stream::iter(reader.state())
+                .for_each_concurrent(IN_FLIGHT, |object| {
+                    let (client, next) = (&client, &next);
+                    async move { patch_if_ours(client, next, &object).await }
+                })
+                .await;
         }
-    }
-}
-
-/// Label every stray held whose bucket `assignment` gives this replica.
-async fn rescan<K>(client: &Client, assignment: &Assignment, strays: &Store<PartialObjectMeta<K>>)
-where
-    K: Resource<Scope = k8s_openapi::NamespaceResourceScope>
-        + Clone
-        + serde::de::DeserializeOwned
-        + std::fmt::Debug,
-    K::DynamicType: Default + Eq + std::hash::Hash + Clone,
-{
-    for object in strays.state() {
-        patch_if_ours(client, assignment, &object).await;
-    }
+    };
+    futures::future::join(arrivals, rescans).await;
 }
 
 /// Label `object` with its bucket if `assignment` gives that bucket to this replica.
