@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
+use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
@@ -124,7 +124,9 @@ async fn control(
     // The watches run as their own branches and feed the controller through channels, so they
     // reconnect on their own schedule, whatever the controller is busy with; a watch that works
     // again after failing retries every failed CronJob at once.
-    let (job_tx, job_rx) = unbounded::<SlimJob>();
+    // A Job's change reaches the controller as its owner's reference alone: during a slot the
+    // Job events outrun the reconciles, and what waits in the channel should be small.
+    let (job_tx, job_rx) = unbounded::<ObjectRef<CachedCronJob>>();
     let jobs = feed(
         job_trigger_stream(
             &client,
@@ -143,7 +145,8 @@ async fn control(
         args.cronjob_metrics_limit,
         ctx.shard.clone(),
     );
-    let (cj_tx, cj_rx) = unbounded::<CachedCronJob>();
+    // The same for CronJobs: their references, not copies (at start every CronJob is new).
+    let (cj_tx, cj_rx) = unbounded::<ObjectRef<CachedCronJob>>();
     let cronjobs = feed(
         cronjob_trigger_stream(
             &client,
@@ -153,15 +156,20 @@ async fn control(
             cj_reader.clone(),
             ctx.status.clone(),
             recovery(Arc::clone(&ctx)),
-        ),
+        )
+        .map_ok(|cj| ObjectRef::from_obj(&cj)),
         cj_tx,
         Arc::clone(&ctx),
     );
 
     let stream_ctx = Arc::clone(&ctx);
     let gauge_reader = cj_reader.clone();
-    let controller = Controller::for_stream(cj_rx.map(Ok::<_, watcher::Error>), cj_reader.clone())
-        .owns_stream(job_rx.map(Ok::<_, watcher::Error>))
+    // The cache is filled by the watch above; the controller reads it and is triggered by
+    // references.
+    let primary = futures::stream::empty::<Result<CachedCronJob, watcher::Error>>();
+    let controller = Controller::for_stream(primary, cj_reader.clone())
+        .reconcile_on(cj_rx)
+        .reconcile_on(job_rx)
         .reconcile_on(requests)
         .with_config(kube::runtime::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(shutdown.cancelled_owned())
@@ -399,7 +407,7 @@ fn log_controller_error<E: std::error::Error>(
 }
 
 /// The Job watch: label-filtered, slimmed, merged over namespaces, applied to the owner
-/// index, and turned into the Jobs whose changes matter to their owners.
+/// index, and turned into the owners of the Jobs whose changes matter to them.
 fn job_trigger_stream(
     client: &Client,
     scope: &Scope,
@@ -407,7 +415,8 @@ fn job_trigger_stream(
     index: OwnerIndex,
     mut writer: IndexWriter,
     health: impl FnMut(&Result<watcher::Event<SlimJob>, watcher::Error>) + Send + 'static,
-) -> impl futures::Stream<Item = Result<SlimJob, watcher::Error>> + Send + 'static {
+) -> impl futures::Stream<Item = Result<ObjectRef<CachedCronJob>, watcher::Error>> + Send + 'static
+{
     let watches = scope
         .apis::<SlimJob>(client)
         .into_iter()
@@ -419,11 +428,24 @@ fn job_trigger_stream(
     index::merge_watches(watches, move || index.snapshot())
         .inspect(health)
         .map(move |ev| match ev {
-            Ok(ev) => futures::stream::iter(writer.apply_watcher_event(&ev).into_iter().map(Ok))
-                .left_stream(),
+            Ok(ev) => {
+                let owners = writer
+                    .apply_watcher_event(&ev)
+                    .into_iter()
+                    .filter_map(|job| owner_of(&job))
+                    .map(Ok);
+                futures::stream::iter(owners).left_stream()
+            }
             Err(e) => futures::stream::iter([Err(e)]).right_stream(),
         })
         .flatten()
+}
+
+/// The CronJob controlling `job`, as the controller's queue names it.
+fn owner_of(job: &SlimJob) -> Option<ObjectRef<CachedCronJob>> {
+    let name = crate::job::controller_name(&job.0)?;
+    let namespace = job.0.metadata.namespace.as_deref()?;
+    Some(ObjectRef::new(name).within(namespace))
 }
 
 #[cfg(test)]
