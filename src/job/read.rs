@@ -25,18 +25,6 @@ pub fn controller_uid(job: &Job) -> Option<&str> {
         .map(|r| r.uid.as_str())
 }
 
-/// Name of the kronjob CronJob controlling `job` (in the Job's namespace), if any.
-pub fn controller_name(job: &Job) -> Option<&str> {
-    let api_version = <CronJob as Resource>::api_version(&());
-    let kind = <CronJob as Resource>::kind(&());
-    job.metadata
-        .owner_references
-        .as_deref()?
-        .iter()
-        .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
-        .map(|r| r.name.as_str())
-}
-
 /// Whether a kronjob CronJob controls `job`.
 pub fn is_controlled_by_kronjob(job: &Job) -> bool {
     controller_uid(job).is_some()

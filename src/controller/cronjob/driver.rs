@@ -6,8 +6,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
-use futures::{StreamExt, TryStreamExt};
 use kube::Client;
 use kube::ResourceExt;
 use kube::runtime::controller::Controller;
@@ -124,9 +124,7 @@ async fn control(
     // The watches run as their own branches and feed the controller through channels, so they
     // reconnect on their own schedule, whatever the controller is busy with; a watch that works
     // again after failing retries every failed CronJob at once.
-    // A Job's change reaches the controller as its owner's reference alone: during a slot the
-    // Job events outrun the reconciles, and what waits in the channel should be small.
-    let (job_tx, job_rx) = unbounded::<ObjectRef<CachedCronJob>>();
+    let (job_tx, job_rx) = unbounded::<SlimJob>();
     let jobs = feed(
         job_trigger_stream(
             &client,
@@ -145,8 +143,7 @@ async fn control(
         args.cronjob_metrics_limit,
         ctx.shard.clone(),
     );
-    // The same for CronJobs: their references, not copies (at start every CronJob is new).
-    let (cj_tx, cj_rx) = unbounded::<ObjectRef<CachedCronJob>>();
+    let (cj_tx, cj_rx) = unbounded::<CachedCronJob>();
     let cronjobs = feed(
         cronjob_trigger_stream(
             &client,
@@ -156,20 +153,15 @@ async fn control(
             cj_reader.clone(),
             ctx.status.clone(),
             recovery(Arc::clone(&ctx)),
-        )
-        .map_ok(|cj| ObjectRef::from_obj(&cj)),
+        ),
         cj_tx,
         Arc::clone(&ctx),
     );
 
     let stream_ctx = Arc::clone(&ctx);
     let gauge_reader = cj_reader.clone();
-    // The cache is filled by the watch above; the controller reads it and is triggered by
-    // references.
-    let primary = futures::stream::empty::<Result<CachedCronJob, watcher::Error>>();
-    let controller = Controller::for_stream(primary, cj_reader.clone())
-        .reconcile_on(cj_rx)
-        .reconcile_on(job_rx)
+    let controller = Controller::for_stream(cj_rx.map(Ok::<_, watcher::Error>), cj_reader.clone())
+        .owns_stream(job_rx.map(Ok::<_, watcher::Error>))
         .reconcile_on(requests)
         .with_config(kube::runtime::Config::default().concurrency(args.concurrency))
         .graceful_shutdown_on(shutdown.cancelled_owned())
@@ -407,7 +399,7 @@ fn log_controller_error<E: std::error::Error>(
 }
 
 /// The Job watch: label-filtered, slimmed, merged over namespaces, applied to the owner
-/// index, and turned into the owners of the Jobs whose changes matter to them.
+/// index, and turned into the Jobs whose changes matter to their owners.
 fn job_trigger_stream(
     client: &Client,
     scope: &Scope,
@@ -415,8 +407,7 @@ fn job_trigger_stream(
     index: OwnerIndex,
     mut writer: IndexWriter,
     health: impl FnMut(&Result<watcher::Event<SlimJob>, watcher::Error>) + Send + 'static,
-) -> impl futures::Stream<Item = Result<ObjectRef<CachedCronJob>, watcher::Error>> + Send + 'static
-{
+) -> impl futures::Stream<Item = Result<SlimJob, watcher::Error>> + Send + 'static {
     let watches = scope
         .apis::<SlimJob>(client)
         .into_iter()
@@ -428,24 +419,11 @@ fn job_trigger_stream(
     index::merge_watches(watches, move || index.snapshot())
         .inspect(health)
         .map(move |ev| match ev {
-            Ok(ev) => {
-                let owners = writer
-                    .apply_watcher_event(&ev)
-                    .into_iter()
-                    .filter_map(|job| owner_of(&job))
-                    .map(Ok);
-                futures::stream::iter(owners).left_stream()
-            }
+            Ok(ev) => futures::stream::iter(writer.apply_watcher_event(&ev).into_iter().map(Ok))
+                .left_stream(),
             Err(e) => futures::stream::iter([Err(e)]).right_stream(),
         })
         .flatten()
-}
-
-/// The CronJob controlling `job`, as the controller's queue names it.
-fn owner_of(job: &SlimJob) -> Option<ObjectRef<CachedCronJob>> {
-    let name = crate::job::controller_name(&job.0)?;
-    let namespace = job.0.metadata.namespace.as_deref()?;
-    Some(ObjectRef::new(name).within(namespace))
 }
 
 #[cfg(test)]
