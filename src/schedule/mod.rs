@@ -51,6 +51,17 @@ pub use parse::{Field, ParseError};
 pub use slots::{SlotError, SlotQuery, Slots, slots};
 pub use zone::{ZoneError, scheduled_at, time_zone};
 
+/// Schedules [`Schedule::parse_each_memo`] remembers.
+pub const MEMO_CAPACITY: usize = 1024;
+
+/// What a remembered schedule is found by.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct MemoKey {
+    exprs: Vec<String>,
+    /// The hash key, for expressions with `H` only.
+    hash_key: Option<String>,
+}
+
 /// Most expressions in one schedule (`spec.schedules`).
 pub const MAX_EXPRESSIONS: usize = 16;
 
@@ -121,6 +132,35 @@ impl Schedule {
             source: expr.to_string(),
             exprs: vec![Expr::parse(expr, hash_key)?],
         })
+    }
+
+    /// [`Schedule::parse_each`], remembered: the controller plans every CronJob at every slot,
+    /// parsing dominated that, and CronJobs mostly share a few schedules. Expressions without
+    /// `H` are remembered by their text alone (the key changes nothing), others with the key;
+    /// the most recently used [`MEMO_CAPACITY`] are kept. Errors are not remembered.
+    pub fn parse_each_memo(exprs: &[String], hash_key: &str) -> Result<Schedule, ListError> {
+        static MEMO: std::sync::LazyLock<std::sync::Mutex<lru::LruCache<MemoKey, Schedule>>> =
+            std::sync::LazyLock::new(|| {
+                std::sync::Mutex::new(lru::LruCache::new(
+                    std::num::NonZeroUsize::new(MEMO_CAPACITY)
+                        .unwrap_or(std::num::NonZeroUsize::MIN),
+                ))
+            });
+        let hashed = exprs.iter().any(|e| e.contains('H'));
+        let key = MemoKey {
+            exprs: exprs.to_vec(),
+            hash_key: hashed.then(|| hash_key.to_string()),
+        };
+        let lock = || {
+            MEMO.lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+        };
+        if let Some(found) = lock().get(&key) {
+            return Ok(found.clone());
+        }
+        let parsed = Schedule::parse_each(exprs, hash_key)?;
+        lock().put(key, parsed.clone());
+        Ok(parsed)
     }
 
     /// Parse several expressions as one schedule (one expression is [`Schedule::parse`]).

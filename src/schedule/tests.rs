@@ -290,3 +290,27 @@ fn a_list_parses_each_expression_and_says_which_one_failed() {
         "\"0 0 30 2 *\""
     );
 }
+
+#[test]
+fn remembered_schedules_equal_parsed_ones_and_h_keeps_its_key() {
+    let plain = vec!["*/5 * * * *".to_string()];
+    let hashed = vec!["H H * * *".to_string()];
+    for key in ["ns/a", "ns/b", "other/c"] {
+        for exprs in [&plain, &hashed] {
+            assert_eq!(
+                Schedule::parse_each_memo(exprs, key).expect("parses"),
+                Schedule::parse_each(exprs, key).expect("parses"),
+                "{exprs:?} for {key}"
+            );
+        }
+    }
+    // Asked again, still each key's own H values.
+    let a = Schedule::parse_each_memo(&hashed, "ns/a").expect("parses");
+    let b = Schedule::parse_each_memo(&hashed, "ns/b").expect("parses");
+    assert_eq!(a, Schedule::parse_each(&hashed, "ns/a").expect("parses"));
+    assert_eq!(b, Schedule::parse_each(&hashed, "ns/b").expect("parses"));
+    // Errors are errors every time.
+    let bad = vec!["61 * * * *".to_string()];
+    assert!(Schedule::parse_each_memo(&bad, "ns/a").is_err());
+    assert!(Schedule::parse_each_memo(&bad, "ns/a").is_err());
+}

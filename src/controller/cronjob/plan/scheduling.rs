@@ -146,7 +146,7 @@ pub fn inputs_of(
         )
     };
     let exprs = exprs.map_err(|e| invalid(format!("invalid schedule: {e}")))?;
-    let sched = Schedule::parse_each(exprs, &key)
+    let sched = Schedule::parse_each_memo(exprs, &key)
         .map_err(|e| invalid(format!("invalid schedule: {}", list_error(exprs, &e))))?;
     Ok((sched, tz))
 }
