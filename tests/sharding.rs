@@ -406,14 +406,38 @@ async fn a_replica_that_cannot_renew_drops_itself_and_rejoins() {
 }
 
 /// Three replicas, each watching only its buckets; CronJobs created without the label (the
-/// webhook off) and a Job without it are labelled once each, by their owner, and then run.
+/// webhook off) and a Job without it are labelled once each, by their owner, a CronJob with
+/// another bucket's label is corrected by the replica that sees it, and all then run.
 #[tokio::test(start_paused = true)]
 async fn each_replica_caches_its_share_and_strays_are_labelled_once_by_their_owner() {
     let clock = TokioClock::new(t(START));
     let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
     let mut cronjobs = seed(&sim, 120);
-    let strays = seed_from(&sim, 120, 30, false);
+    let mut strays = seed_from(&sim, 120, 30, false);
     cronjobs.extend(strays.iter().cloned());
+    // One labelled with another bucket (edited with the webhook off): the replica that sees it
+    // corrects it.
+    let misfiled = "cj-0150".to_string();
+    let mut cj = cronjob_json(
+        "load",
+        &misfiled,
+        "* * * * *",
+        "2024-01-01T09:00:00Z",
+        Some("2024-01-01T10:00:00Z"),
+    );
+    // Another replica's bucket: the one that sees it does not schedule it.
+    let group = Assignment::new(
+        "",
+        ["kronjob-a", "kronjob-b", "kronjob-c"].map(String::from),
+    );
+    let right = bucket("load", &misfiled);
+    let wrong = (0..kronjob::api::shard::BUCKETS)
+        .find(|b| group.bucket_owner(*b) != group.bucket_owner(right))
+        .expect("another replica's bucket");
+    cj["metadata"]["labels"] = json!({LABEL_SHARD: wrong.to_string()});
+    sim.insert(cj);
+    cronjobs.push(misfiled.clone());
+    strays.push(misfiled);
     // A Job of a labelled CronJob, made before Jobs carried the bucket.
     let parent = &cronjobs[0];
     let uid = sim
@@ -449,7 +473,10 @@ async fn each_replica_caches_its_share_and_strays_are_labelled_once_by_their_own
         .filter_map(|r| r.name.clone())
         .collect();
     patched.sort();
-    assert_eq!(patched, strays, "each stray CronJob labelled once");
+    assert_eq!(
+        patched, strays,
+        "each stray CronJob labelled once, the misfiled one corrected once"
+    );
     assert_eq!(
         patches.iter().filter(|r| r.resource == "jobs").count(),
         1,

@@ -283,6 +283,7 @@ async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJo
             _ = tick.tick() => {}
         }
         let state = cronjobs.state();
+        relabel_misfiled(&ctx, &state);
         let owned = state.iter().filter(|cj| ctx.owns(cj.as_ref())).count();
         ctx.shard
             .metrics
@@ -292,6 +293,46 @@ async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJo
         ctx.metrics
             .managed_cronjobs
             .set(i64::try_from(state.len()).unwrap_or(i64::MAX));
+    }
+}
+
+/// With `--sharding`, and the caches listed with the current assignment: a cached CronJob whose
+/// bucket is not this replica's carries another bucket's label (edited with the webhook off),
+/// so no replica would schedule it. This replica, the only one that sees it, sets the label to
+/// its bucket (in the background), and the replica owning that bucket takes it.
+fn relabel_misfiled(ctx: &Arc<Context>, cronjobs: &[Arc<CachedCronJob>]) {
+    let (Some(current), Some(listed)) = (ctx.shard.current(), ctx.shard.listed()) else {
+        return;
+    };
+    if current.my_buckets() != listed.my_buckets() {
+        return; // a change in progress: the caches may hold the buckets of either
+    }
+    for cj in cronjobs {
+        let (Some(namespace), Some(name)) =
+            (cj.metadata.namespace.clone(), cj.metadata.name.clone())
+        else {
+            continue;
+        };
+        let bucket = crate::api::shard::bucket(&namespace, &name);
+        if listed.owns_bucket(bucket) {
+            continue;
+        }
+        let client = ctx.client.clone();
+        tokio::spawn(async move {
+            let api: kube::Api<crate::api::CronJob> = kube::Api::namespaced(client, &namespace);
+            let label = crate::api::shard::label_value(bucket);
+            let patch = serde_json::json!({"metadata": {"labels": {crate::api::shard::LABEL_SHARD: label}}});
+            let params = kube::api::PatchParams::default();
+            match api
+                .patch_metadata(&name, &params, &kube::api::Patch::Merge(&patch))
+                .await
+            {
+                Ok(_) => tracing::info!(namespace, name, bucket, "shard label corrected"),
+                Err(e) => {
+                    tracing::warn!(namespace, name, error = %crate::telemetry::error_chain(&e), "correcting the shard label failed; retried")
+                }
+            }
+        });
     }
 }
 

@@ -20,7 +20,6 @@ use crate::controller::cache::CachedCronJob;
 /// when it becomes ours.
 pub async fn reconcile(cj: Arc<CachedCronJob>, ctx: Arc<Context>) -> Result<Action, Error> {
     if !ctx.owns(cj.as_ref()) {
-        relabel_if_misfiled(&cj, &ctx).await;
         return Ok(Action::await_change());
     }
     let started = Instant::now();
@@ -33,49 +32,6 @@ pub async fn reconcile(cj: Arc<CachedCronJob>, ctx: Arc<Context>) -> Result<Acti
         ctx.failures.clear(&ObjectRef::from_obj(cj.as_ref()));
     }
     result
-}
-
-/// With `--sharding`, a CronJob in this replica's cache that its replica cannot see: its shard
-/// label names one of this replica's buckets but its name belongs to another bucket (a label
-/// edited with the webhook off). Set the label to its bucket, so that the owner of that bucket
-/// watches and schedules it; this replica is the one that does it, as the only one that sees it.
-async fn relabel_if_misfiled(cj: &CachedCronJob, ctx: &Context) {
-    use crate::api::shard::{LABEL_SHARD, bucket, label_value};
-    let Some(listed) = ctx.shard.listed() else {
-        return;
-    };
-    let (Some(namespace), Some(name)) = (
-        cj.metadata.namespace.as_deref(),
-        cj.metadata.name.as_deref(),
-    ) else {
-        return;
-    };
-    let labelled = cj
-        .labels()
-        .get(LABEL_SHARD)
-        .and_then(|v| v.parse::<u16>().ok());
-    let right = bucket(namespace, name);
-    let Some(labelled) = labelled.filter(|b| *b != right && listed.owns_bucket(*b)) else {
-        return;
-    };
-    let api: kube::Api<crate::api::CronJob> = kube::Api::namespaced(ctx.client.clone(), namespace);
-    let patch = serde_json::json!({"metadata": {"labels": {LABEL_SHARD: label_value(right)}}});
-    let params = kube::api::PatchParams::default();
-    match api
-        .patch_metadata(name, &params, &kube::api::Patch::Merge(&patch))
-        .await
-    {
-        Ok(_) => tracing::info!(
-            namespace,
-            name,
-            from = labelled,
-            to = right,
-            "shard label corrected"
-        ),
-        Err(e) => {
-            tracing::warn!(namespace, name, error = %crate::telemetry::error_chain(&e), "correcting the shard label failed")
-        }
-    }
 }
 
 async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Action, Error> {
