@@ -23,6 +23,14 @@ pub fn fnv1a64(parts: &[&[u8]]) -> u64 {
     h
 }
 
+/// SplitMix64's finalizer: spreads an FNV-1a hash so that inputs differing in their last
+/// bytes land far apart (taken modulo a small number, or compared as scores).
+pub fn mix64(mut z: u64) -> u64 {
+    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    z ^ (z >> 31)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -18,10 +18,10 @@ pub const BUCKETS: u16 = 256;
 /// SplitMix64's finalizer so that names differing in their last characters spread evenly.
 /// Part of the protocol between replicas and releases: it never changes.
 pub fn bucket(namespace: &str, name: &str) -> u16 {
-    let mut z = crate::hash::fnv1a64(&[namespace.as_bytes(), name.as_bytes()]);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^= z >> 31;
+    let z = crate::hash::mix64(crate::hash::fnv1a64(&[
+        namespace.as_bytes(),
+        name.as_bytes(),
+    ]));
     // The remainder is below BUCKETS, which fits in u16.
     (z % u64::from(BUCKETS)) as u16
 }

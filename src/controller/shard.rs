@@ -56,10 +56,7 @@ pub fn job_key(job: &Job) -> String {
 /// The score of `member` for `key`: [FNV-1a](crate::hash::fnv1a64) of `member` and `key`, then
 /// a finalizer (SplitMix64's) so that keys differing in their last characters spread evenly.
 pub fn score(member: &str, key: &str) -> u64 {
-    let mut z = crate::hash::fnv1a64(&[member.as_bytes(), key.as_bytes()]);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    crate::hash::mix64(crate::hash::fnv1a64(&[member.as_bytes(), key.as_bytes()]))
 }
 
 /// The bucket of a key (`namespace/name`).

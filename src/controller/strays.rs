@@ -160,6 +160,16 @@ async fn patch_if_ours<K>(
     if !assignment.owns_bucket(bucket) || object.metadata.deletion_timestamp.is_some() {
         return;
     }
+    set_bucket(&api, name, bucket).await;
+}
+
+/// Label the object `name` of `api` with `bucket` (a merge patch of the label alone); logged,
+/// never fails: the strays and the shard tick look again.
+pub async fn set_bucket<K>(api: &Api<K>, name: &str, bucket: u16)
+where
+    K: Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+    K::DynamicType: Default,
+{
     let patch = json!({"metadata": {"labels": {LABEL_SHARD: label_value(bucket)}}});
     let params = PatchParams {
         field_manager: Some(FIELD_MANAGER.into()),
@@ -170,12 +180,12 @@ async fn patch_if_ours<K>(
         .await
     {
         Ok(_) => {
-            tracing::info!(name, bucket, kind = %K::kind(&Default::default()), "labelled with its shard")
+            tracing::debug!(name, bucket, kind = %K::kind(&Default::default()), "labelled with its shard")
         }
         // Gone meanwhile: nothing to label.
         Err(kube::Error::Api(e)) if e.code == 404 => {}
         Err(e) => {
-            tracing::warn!(name, error = %crate::telemetry::error_chain(&e), "labelling with its shard failed; retried on the next change")
+            tracing::warn!(name, error = %crate::telemetry::error_chain(&e), "labelling with its shard failed; retried")
         }
     }
 }

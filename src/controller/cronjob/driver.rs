@@ -320,18 +320,7 @@ fn relabel_misfiled(ctx: &Arc<Context>, cronjobs: &[Arc<CachedCronJob>]) {
         let client = ctx.client.clone();
         tokio::spawn(async move {
             let api: kube::Api<crate::api::CronJob> = kube::Api::namespaced(client, &namespace);
-            let label = crate::api::shard::label_value(bucket);
-            let patch = serde_json::json!({"metadata": {"labels": {crate::api::shard::LABEL_SHARD: label}}});
-            let params = kube::api::PatchParams::default();
-            match api
-                .patch_metadata(&name, &params, &kube::api::Patch::Merge(&patch))
-                .await
-            {
-                Ok(_) => tracing::info!(namespace, name, bucket, "shard label corrected"),
-                Err(e) => {
-                    tracing::warn!(namespace, name, error = %crate::telemetry::error_chain(&e), "correcting the shard label failed; retried")
-                }
-            }
+            crate::controller::strays::set_bucket(&api, &name, bucket).await;
         });
     }
 }
