@@ -13,6 +13,7 @@ use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
+use super::status::Status;
 use crate::api::{
     ConcurrencyPolicy, CronJob, CronJobSpec, CronJobStatus, DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
     DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, DEFAULT_SUSPEND, FailurePolicy, ScheduleFieldsError,
@@ -21,15 +22,36 @@ use crate::api::{
 
 /// A cached CronJob.
 #[derive(Debug, Clone, PartialEq, Deserialize)]
+#[serde(from = "Wire")]
 pub struct CachedCronJob {
     /// Identity, versions, creation and deletion time, kronjob's annotations.
-    #[serde(deserialize_with = "super::meta::deserialize")]
     pub metadata: ObjectMeta,
     /// The spec's scalars and the template's text.
     pub spec: Spec,
-    /// The status, whole.
+    /// The status, its `active` list compacted.
+    pub status: Option<Status>,
+}
+
+/// A CronJob as decoded, before its status is compacted.
+#[derive(Deserialize)]
+struct Wire {
+    #[serde(deserialize_with = "super::meta::deserialize")]
+    metadata: ObjectMeta,
+    spec: Spec,
     #[serde(default)]
-    pub status: Option<CronJobStatus>,
+    status: Option<CronJobStatus>,
+}
+
+impl From<Wire> for CachedCronJob {
+    fn from(w: Wire) -> Self {
+        let mut cj = CachedCronJob {
+            metadata: w.metadata,
+            spec: w.spec,
+            status: None,
+        };
+        cj.set_status(w.status);
+        cj
+    }
 }
 
 /// The spec, with the fields and defaults of [`CronJobSpec`] and the template kept as text.
@@ -212,8 +234,28 @@ impl CachedCronJob {
                 failed_jobs_history_limit: spec.failed_jobs_history_limit,
                 failure_policy: spec.failure_policy.clone(),
             },
-            status: self.status.clone(),
+            status: self.status(),
         })
+    }
+
+    /// The status as read (or as set).
+    pub fn status(&self) -> Option<CronJobStatus> {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        let namespace = self.metadata.namespace.as_deref();
+        self.status.as_ref().map(|s| s.to_status(name, namespace))
+    }
+
+    /// Every field of the status but `active` (empty here; `activeCount` counts it), without
+    /// making the whole status.
+    pub fn status_fields(&self) -> Option<&CronJobStatus> {
+        self.status.as_ref().map(Status::others)
+    }
+
+    /// Replace the status (kept compact; the name and namespace must be set first).
+    pub fn set_status(&mut self, status: Option<CronJobStatus>) {
+        let name = self.metadata.name.as_deref().unwrap_or_default();
+        let namespace = self.metadata.namespace.as_deref();
+        self.status = status.map(|s| Status::new(s, name, namespace));
     }
 
     /// What the cache would hold of `cj` (as if read from the API server).

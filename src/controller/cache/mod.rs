@@ -7,6 +7,8 @@
 pub mod cronjob;
 pub mod job;
 pub mod meta;
+pub mod status;
+pub mod uid;
 
 pub use cronjob::CachedCronJob;
 pub use job::{CachedJob, SlimJob};

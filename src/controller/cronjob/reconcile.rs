@@ -64,12 +64,16 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
     };
     // After the failure policy's suspension the status goes on top of the suspended CronJob:
     // its version is the precondition.
+    let patched_status;
     let (base_status, base_version) = match &applied.suspended {
-        Some(patched) => (&patched.status, &patched.metadata.resource_version),
-        None => (&cj.status, &cj.metadata.resource_version),
+        Some(patched) => {
+            patched_status = patched.status();
+            (patched_status.as_ref(), &patched.metadata.resource_version)
+        }
+        None => (cj.status.as_ref(), &cj.metadata.resource_version),
     };
     let unchanged = match base_status {
-        Some(status) => *status == applied.status,
+        Some(status) => status == &applied.status,
         None => applied.status == crate::api::CronJobStatus::default(),
     };
     if !applied.discarded && !unchanged {

@@ -72,7 +72,7 @@ const GAUGES: [Gauge; 9] = [
     Gauge {
         name: "kronjob_cronjob_active_jobs",
         help: "status.activeCount: Jobs of the CronJob still running",
-        value: |cj, _| Some(cj.status.as_ref().map_or(0, |s| i64::from(s.active_count))),
+        value: |cj, _| Some(cj.status_fields().map_or(0, |s| i64::from(s.active_count))),
     },
     Gauge {
         name: "kronjob_cronjob_suspended",
@@ -84,8 +84,7 @@ const GAUGES: [Gauge; 9] = [
         help: "status.consecutiveFailures: scheduled Jobs that failed in a row",
         value: |cj, _| {
             Some(
-                cj.status
-                    .as_ref()
+                cj.status_fields()
                     .map_or(0, |s| i64::from(s.consecutive_failures)),
             )
         },
@@ -102,14 +101,14 @@ fn status_time(
         &crate::api::CronJobStatus,
     ) -> Option<&k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 ) -> Option<i64> {
-    cj.status.as_ref().and_then(field).map(|t| seconds(t.0))
+    cj.status_fields().and_then(field).map(|t| seconds(t.0))
 }
 
 /// The gap from `status.nextScheduleTime` to the slot after it: the CronJob's period (for an
 /// irregular schedule such as weekdays only, the current gap; with several schedules, the
 /// shortest of their gaps, see [`crate::schedule::Schedule::period_at`]).
 fn period(cj: &CachedCronJob) -> Option<i64> {
-    let next = cj.status.as_ref()?.next_schedule_time.as_ref()?.0;
+    let next = cj.status_fields()?.next_schedule_time.as_ref()?.0;
     let (schedule, tz) = inputs_of(
         cj.spec.schedule_exprs(),
         cj.spec.time_zone.as_deref(),
@@ -216,7 +215,7 @@ impl CronJobSeries {
         let periods = rows
             .iter()
             .map(|(namespace, name, cj)| {
-                let next = cj.status.as_ref()?.next_schedule_time.as_ref()?.0;
+                let next = cj.status_fields()?.next_schedule_time.as_ref()?.0;
                 let inputs = PeriodInputs {
                     schedule: cj.spec.schedule.clone(),
                     schedules: cj.spec.schedules.clone(),

@@ -3,6 +3,9 @@
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use serde::Serialize;
+use serde::ser::SerializeMap;
+
 use crate::api::CronJobStatus;
 
 /// Condition type telling whether the CronJob schedules Jobs.
@@ -100,15 +103,77 @@ pub fn observe_generation(status: &mut CronJobStatus, generation: Option<i64>) {
 }
 
 /// Body of the merge patch on the status subresource: the whole status, `null` for absent
-/// fields.
-pub fn status_patch(status: &CronJobStatus) -> serde_json::Value {
-    let mut body = serde_json::to_value(status).unwrap_or_else(|_| serde_json::json!({}));
-    if let Some(fields) = body.as_object_mut() {
-        for field in STATUS_FIELDS {
-            fields.entry(field).or_insert(serde_json::Value::Null);
+/// fields, and `metadata.resourceVersion` (the precondition; `null` for none). Encoded
+/// straight to text, field by field (a status write per CronJob at every slot).
+#[derive(Debug, Serialize)]
+pub struct StatusPatch<'a> {
+    metadata: Precondition<'a>,
+    status: Nulled<'a>,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Precondition<'a> {
+    resource_version: Option<&'a str>,
+}
+
+/// Every field of [`STATUS_FIELDS`], `null` where the status has none.
+#[derive(Debug)]
+struct Nulled<'a>(&'a CronJobStatus);
+
+impl<'a> StatusPatch<'a> {
+    /// The patch writing `status` on top of `resource_version`.
+    pub fn new(status: &'a CronJobStatus, resource_version: Option<&'a str>) -> Self {
+        StatusPatch {
+            metadata: Precondition { resource_version },
+            status: Nulled(status),
         }
     }
-    serde_json::json!({ "status": body })
+}
+
+impl Serialize for Nulled<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Destructured whole: a new status field does not compile until it is written here.
+        let CronJobStatus {
+            active,
+            active_count,
+            last_schedule_time,
+            last_successful_time,
+            last_failure_time,
+            next_schedule_time,
+            observed_generation,
+            schedule,
+            consecutive_failures,
+            conditions,
+        } = self.0;
+        let [
+            f_active,
+            f_active_count,
+            f_last_schedule,
+            f_last_successful,
+            f_last_failure,
+            f_next_schedule,
+            f_observed,
+            f_schedule,
+            f_failures,
+            f_conditions,
+        ] = STATUS_FIELDS;
+        let mut map = s.serialize_map(Some(STATUS_FIELDS.len()))?;
+        map.serialize_entry(f_active, &(!active.is_empty()).then_some(active))?;
+        map.serialize_entry(f_active_count, active_count)?;
+        map.serialize_entry(f_last_schedule, last_schedule_time)?;
+        map.serialize_entry(f_last_successful, last_successful_time)?;
+        map.serialize_entry(f_last_failure, last_failure_time)?;
+        map.serialize_entry(f_next_schedule, next_schedule_time)?;
+        map.serialize_entry(f_observed, observed_generation)?;
+        map.serialize_entry(f_schedule, schedule)?;
+        map.serialize_entry(
+            f_failures,
+            &(*consecutive_failures != 0).then_some(consecutive_failures),
+        )?;
+        map.serialize_entry(f_conditions, conditions)?;
+        map.end()
+    }
 }
 
 #[cfg(test)]
@@ -116,6 +181,53 @@ mod tests {
     use super::*;
 
     use crate::testing::fixtures::t;
+
+    /// The patch as its definition says: the status as it encodes, `null` for each field of
+    /// [`STATUS_FIELDS`] it leaves out.
+    fn by_definition(status: &CronJobStatus, rv: Option<&str>) -> serde_json::Value {
+        let mut body = serde_json::to_value(status).expect("encodes");
+        let fields = body.as_object_mut().expect("an object");
+        for field in STATUS_FIELDS {
+            fields.entry(field).or_insert(serde_json::Value::Null);
+        }
+        serde_json::json!({"metadata": {"resourceVersion": rv}, "status": body})
+    }
+
+    #[test]
+    fn the_status_patch_writes_every_field_and_nulls_the_absent_ones() {
+        let full = CronJobStatus {
+            active: vec![Default::default()],
+            active_count: 1,
+            last_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
+            last_successful_time: Some(Time(t("2024-01-01T00:01:00Z"))),
+            last_failure_time: Some(Time(t("2024-01-01T00:02:00Z"))),
+            next_schedule_time: Some(Time(t("2024-01-01T00:03:00Z"))),
+            observed_generation: Some(4),
+            schedule: Some("* * * * *".into()),
+            consecutive_failures: 2,
+            conditions: Vec::new(),
+        };
+        let mut with_condition = CronJobStatus::default();
+        set_condition(
+            &mut with_condition.conditions,
+            "Ready",
+            true,
+            "Scheduled",
+            "n".into(),
+            Some(1),
+            t("2024-01-01T00:00:00Z"),
+        );
+        for (status, rv) in [
+            (CronJobStatus::default(), None),
+            (full, Some("7")),
+            (with_condition, Some("8")),
+        ] {
+            let text = serde_json::to_string(&StatusPatch::new(&status, rv)).expect("encodes");
+            let patch: serde_json::Value = serde_json::from_str(&text).expect("JSON");
+            assert_eq!(patch, by_definition(&status, rv));
+            assert_eq!(patch["status"].as_object().map(|m| m.len()), Some(10));
+        }
+    }
 
     #[test]
     fn transition_time_moves_only_on_status_flip() {
@@ -137,7 +249,8 @@ mod tests {
 
     #[test]
     fn patch_names_every_field_and_removes_absent_ones_and_empty_active() {
-        let body = status_patch(&CronJobStatus::default());
+        let body = serde_json::to_value(StatusPatch::new(&CronJobStatus::default(), None))
+            .expect("encodes");
         let fields = body["status"].as_object().expect("object");
         for field in STATUS_FIELDS {
             assert!(fields.contains_key(field), "{field}");

@@ -402,8 +402,7 @@ async fn a_conflicting_status_write_is_not_forced_but_read_fresh_and_replanned()
     let view = h.ctx.status.view(cached(&cj));
     assert_eq!(view.metadata.resource_version.as_deref(), Some("7"));
     assert_eq!(
-        view.status
-            .as_ref()
+        view.status_fields()
             .and_then(|s| s.last_successful_time.as_ref())
             .map(|t| t.0),
         Some(t("2016-05-19T10:00:30Z"))
@@ -892,7 +891,7 @@ async fn the_failure_policys_suspension_writes_the_status_on_the_patched_version
     let view = h.ctx.status.view(cached(&cj));
     assert_eq!(view.spec.suspend, Some(true));
     let planned = view.status.clone().expect("status");
-    assert_eq!(planned.consecutive_failures, 1);
+    assert_eq!(planned.others().consecutive_failures, 1);
     let ctx = h.verdict(server).await;
     let view = ctx.status.view(cached(&cj));
     assert_eq!(view.metadata.resource_version.as_deref(), Some("6"));
