@@ -14,12 +14,13 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::PropagationPolicy;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client};
+use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use tokio_util::sync::CancellationToken;
 
 use super::plan::events;
 use super::writer::Key;
+use crate::api::CronJob;
 use crate::backoff::retry_delay;
 use crate::controller::events::Recorder;
 use crate::controller::gate::Gate;
@@ -30,18 +31,57 @@ use crate::telemetry::Throttle;
 /// Work items held at most; beyond, new ones are dropped and counted.
 pub const CAPACITY: usize = 10_000;
 
-/// One piece of deferred work.
+/// One piece of deferred work. A slot queues an Event per CronJob, so it is kept small: the
+/// CronJob's reference without the apiVersion and kind every one shares, the Event's reason a
+/// constant; the `ObjectReference` and the Event are made when it is sent.
 enum Work {
     /// Publish an Event on a CronJob.
-    Event { on: ObjectReference, event: Event },
+    Event {
+        on: About,
+        type_: EventType,
+        reason: &'static str,
+        note: Box<str>,
+    },
     /// Delete a finished Job beyond the history limits (background propagation, UID
     /// precondition), then say so on the CronJob.
     DeleteHistory {
-        cronjob: ObjectReference,
-        namespace: String,
-        name: String,
-        uid: String,
+        cronjob: About,
+        name: Box<str>,
+        uid: Box<str>,
     },
+}
+
+/// A CronJob, as an Event refers to it.
+struct About {
+    namespace: Option<Box<str>>,
+    name: Option<Box<str>>,
+    uid: Option<Box<str>>,
+    resource_version: Option<Box<str>>,
+}
+
+impl About {
+    fn of(cronjob: &ObjectReference) -> Self {
+        let boxed = |s: &Option<String>| s.as_deref().map(Box::from);
+        About {
+            namespace: boxed(&cronjob.namespace),
+            name: boxed(&cronjob.name),
+            uid: boxed(&cronjob.uid),
+            resource_version: boxed(&cronjob.resource_version),
+        }
+    }
+
+    fn reference(&self) -> ObjectReference {
+        let string = |s: &Option<Box<str>>| s.as_deref().map(String::from);
+        ObjectReference {
+            api_version: Some(CronJob::api_version(&()).into_owned()),
+            kind: Some(CronJob::kind(&()).into_owned()),
+            namespace: string(&self.namespace),
+            name: string(&self.name),
+            uid: string(&self.uid),
+            resource_version: string(&self.resource_version),
+            field_path: None,
+        }
+    }
 }
 
 /// The sending side; cheap to clone.
@@ -130,12 +170,19 @@ impl Outbox {
         true
     }
 
-    /// Publish `reason`/`note` on `cronjob`, later.
-    pub fn event(&self, cronjob: &ObjectReference, type_: EventType, reason: &str, note: String) {
-        let event = reconcile_event(type_, reason, note);
+    /// Publish `reason`/`note` on `cronjob` (a CronJob's reference), later.
+    pub fn event(
+        &self,
+        cronjob: &ObjectReference,
+        type_: EventType,
+        reason: &'static str,
+        note: String,
+    ) {
         self.clone().send(Work::Event {
-            on: cronjob.clone(),
-            event,
+            on: About::of(cronjob),
+            type_,
+            reason,
+            note: note.into(),
         });
     }
 
@@ -151,10 +198,9 @@ impl Outbox {
             return;
         }
         let work = Work::DeleteHistory {
-            cronjob: cronjob.clone(),
-            namespace: cronjob.namespace.clone().unwrap_or_default(),
-            name,
-            uid: uid.clone(),
+            cronjob: About::of(cronjob),
+            name: name.into(),
+            uid: uid.as_str().into(),
         };
         if !self.clone().send(work) {
             self.deleting
@@ -209,18 +255,23 @@ struct Shared {
 impl Shared {
     async fn perform(&self, work: Work) {
         match work {
-            Work::Event { on, event } => self.publish(&on, &event).await,
-            Work::DeleteHistory {
-                cronjob,
-                namespace,
-                name,
-                uid,
+            Work::Event {
+                on,
+                type_,
+                reason,
+                note,
             } => {
+                let event = reconcile_event(type_, reason, note.into());
+                self.publish(&on.reference(), &event).await;
+            }
+            Work::DeleteHistory { cronjob, name, uid } => {
+                let cronjob = cronjob.reference();
+                let namespace = cronjob.namespace.clone().unwrap_or_default();
                 self.delete(&cronjob, &namespace, &name, &uid).await;
                 self.deleting
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
-                    .remove(&uid);
+                    .remove(&*uid);
             }
         }
     }
