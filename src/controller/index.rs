@@ -49,8 +49,9 @@ impl Meaning {
     }
 }
 
-/// A Job by namespace and name.
-type Key = (Box<str>, Box<str>);
+/// A Job by namespace and name. In the index the namespace is shared by every Job in it and
+/// the name by the two maps.
+type Key = (Arc<str>, Arc<str>);
 
 fn key_of(job: &SlimJob) -> Key {
     let meta = &job.0.metadata;
@@ -70,11 +71,16 @@ fn key(namespace: &str, name: &str) -> Key {
 struct Inner {
     objects: HashMap<Key, Box<CachedJob>>,
     by_owner: HashMap<Box<str>, (Arc<Owner>, Vec<Key>)>,
+    namespaces: HashSet<Arc<str>>,
 }
 
 impl Inner {
     /// Store `job`; true when it is new or its meaning changed.
     fn upsert(&mut self, key: Key, mut job: CachedJob) -> bool {
+        let key = match self.objects.get_key_value(&key) {
+            Some((kept, _)) => kept.clone(),
+            None => (self.namespace(key.0), key.1),
+        };
         let meaning = Meaning::of(&job);
         let changed = self
             .objects
@@ -93,6 +99,17 @@ impl Inner {
         }
         self.objects.insert(key, Box::new(job));
         changed
+    }
+
+    /// The one copy of `namespace`.
+    fn namespace(&mut self, namespace: Arc<str>) -> Arc<str> {
+        match self.namespaces.get(&namespace) {
+            Some(kept) => Arc::clone(kept),
+            None => {
+                self.namespaces.insert(Arc::clone(&namespace));
+                namespace
+            }
+        }
     }
 
     /// Drop `key`; the Job, if it was there.

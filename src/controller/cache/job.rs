@@ -8,13 +8,16 @@ use std::borrow::Cow;
 use std::sync::Arc;
 
 use jiff::Timestamp;
+use jiff::tz::{Offset, TimeZone};
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::uid::Uid;
 use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 use crate::job::{self, Finish, Outcome, Ran};
+use crate::schedule;
 
 /// A Job with only the fields the controllers read. It encodes as the Job it holds (so a Job
 /// to create can be sent as one, and the answer decoded slim).
@@ -123,11 +126,61 @@ impl kube::Resource for SlimJob {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Run {
     /// A slot: the scheduled-time annotation.
-    Scheduled(Box<str>),
+    Scheduled(At),
     /// A manual run.
     Manual,
     /// Neither: not created by kronjob.
     Unknown,
+}
+
+/// The scheduled-time annotation's value: as kronjob writes it (an instant in the offset of the
+/// CronJob's zone, [`schedule::scheduled_at`]) the instant and the offset, else the text.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum At {
+    /// The instant and the UTC offset (seconds) it was written in.
+    Instant(Timestamp, i32),
+    /// Anything else, as read.
+    Text(Box<str>),
+}
+
+impl At {
+    /// `text`, compacted if [`At::text`] gives it back exactly.
+    pub fn new(text: &str) -> Self {
+        let parsed = || {
+            let at = text.parse::<Timestamp>().ok()?;
+            let offset = offset_of(text)?;
+            let tz = TimeZone::fixed(Offset::from_seconds(offset).ok()?);
+            (schedule::scheduled_at(at, &tz) == text).then_some(At::Instant(at, offset))
+        };
+        parsed().unwrap_or_else(|| At::Text(text.into()))
+    }
+
+    /// The annotation's value as read.
+    pub fn text(&self) -> String {
+        match self {
+            At::Instant(at, offset) => {
+                let offset = Offset::from_seconds(*offset).unwrap_or(Offset::UTC);
+                schedule::scheduled_at(*at, &TimeZone::fixed(offset))
+            }
+            At::Text(text) => text.to_string(),
+        }
+    }
+}
+
+/// The UTC offset an RFC 3339 time ends with (`Z` or `+hh:mm`), in seconds.
+fn offset_of(text: &str) -> Option<i32> {
+    if text.ends_with('Z') {
+        return Some(0);
+    }
+    let tail = text.get(text.len().checked_sub(6)?..)?;
+    let sign = match tail.as_bytes().first()? {
+        b'+' => 1,
+        b'-' => -1,
+        _ => return None,
+    };
+    let hours: i32 = tail.get(1..3)?.parse().ok()?;
+    let minutes: i32 = tail.get(4..6)?.parse().ok()?;
+    Some(sign * (hours * 3600 + minutes * 60))
 }
 
 /// The kronjob CronJob controlling a Job (see [`job::controller_uid`]); the Jobs of one
@@ -144,7 +197,7 @@ pub struct Owner {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CachedJob {
     /// UID.
-    pub uid: Option<Box<str>>,
+    pub uid: Option<Uid>,
     /// The CronJob controlling it.
     pub owner: Option<Arc<Owner>>,
     /// Which run it was for.
@@ -175,12 +228,12 @@ impl CachedJob {
             }))
         });
         let run = match job::ran_for(job) {
-            Ran::Scheduled(at) => Run::Scheduled(at.into()),
+            Ran::Scheduled(at) => Run::Scheduled(At::new(at)),
             Ran::Manual => Run::Manual,
             Ran::Unknown => Run::Unknown,
         };
         CachedJob {
-            uid: meta.uid.as_deref().map(Into::into),
+            uid: meta.uid.as_deref().map(Uid::new),
             owner,
             run,
             started: job
@@ -208,7 +261,7 @@ impl CachedJob {
             }]
         });
         let annotations = match &self.run {
-            Run::Scheduled(at) => Some([(ANNOTATION_SCHEDULED_AT.to_string(), at.to_string())]),
+            Run::Scheduled(at) => Some([(ANNOTATION_SCHEDULED_AT.to_string(), at.text())]),
             Run::Manual => Some([(ANNOTATION_INSTANTIATE.to_string(), "manual".to_string())]),
             Run::Unknown => None,
         };
@@ -228,7 +281,7 @@ impl CachedJob {
             metadata: ObjectMeta {
                 name: Some(name.to_string()),
                 namespace: Some(namespace.to_string()),
-                uid: self.uid.as_deref().map(str::to_string),
+                uid: self.uid.as_ref().map(Uid::text),
                 owner_references,
                 annotations: annotations.map(Into::into),
                 deletion_timestamp: self.deleting.map(Time),
@@ -293,6 +346,28 @@ mod tests {
             CachedJob::of(&job("run").scheduled()).owner_uid(),
             Some(CJ_UID)
         );
+    }
+
+    #[test]
+    fn scheduled_times_come_back_as_written() {
+        for text in [
+            "2026-11-27T01:20:00Z",
+            "2026-11-27T02:20:00+01:00",
+            "2026-11-26T20:50:00-04:30",
+            "2026-11-27T01:20:00+00:00",
+            "2026-11-27T01:20:00.5Z",
+            "2026-11-27 01:20:00Z",
+            "yesterday",
+            "",
+        ] {
+            let at = At::new(text);
+            assert_eq!(at.text(), text, "{text:?}");
+        }
+        assert_eq!(
+            At::new("2026-11-27T02:20:00+01:00"),
+            At::Instant("2026-11-27T01:20:00Z".parse().expect("instant"), 3600)
+        );
+        assert!(matches!(At::new("2026-11-27T01:20:00+00:00"), At::Text(_)));
     }
 
     #[test]
