@@ -91,6 +91,7 @@ fn replica(sim: &ApiSim, clock: Arc<TokioClock>, name: &str) -> Replica {
         shared,
         args,
         reconciler.clone(),
+        None,
         || {},
         stop.clone(),
     ));

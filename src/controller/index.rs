@@ -4,7 +4,7 @@
 //!
 //! The index is fed by one watch of Jobs (label selector [`LABEL_CRONJOB`], so unrelated Jobs
 //! never reach it), decoded slim ([`SlimJob`]); the same stream also triggers the CronJob
-//! controller. Each Job is kept as a [`CachedJob`] (~0.3 KB: what the plan reads of it). With
+//! controller and, in the manager, hands the TTL controller its finished Jobs. Each Job is kept as a [`CachedJob`] (~0.3 KB: what the plan reads of it). With
 //! several namespaces, one watch per namespace is merged by [`merge_watches`], which keeps each
 //! watch's re-list from wiping the others.
 

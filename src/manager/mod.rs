@@ -491,10 +491,19 @@ impl Controllers {
     ) -> impl std::future::Future<Output = Result<(), TaskError>> + Send + use<> {
         let mut set = TaskSet::new(&self.shared.tasks, token.clone());
         let (synced, listed) = oneshot::channel();
+        // The TTL controller's Jobs are the owner index's (`--ttl-jobs=owned`): one watch.
+        let (tap, tapped) = match self.ttl.ttl_jobs {
+            ttl::TtlScope::Owned => {
+                let (tap, tapped) = ttl::job_tap(Arc::clone(&self.shared.clock));
+                (Some(tap), Some(tapped))
+            }
+            _ => (None, None),
+        };
         let reconciler = cronjob::run(
             self.shared.clone(),
             self.reconciler.clone(),
             self.reconciler_metrics.clone(),
+            tap,
             move || {
                 let _ = synced.send(());
             },
@@ -507,6 +516,7 @@ impl Controllers {
                 self.shared.clone(),
                 self.ttl.clone(),
                 self.ttl_metrics.clone(),
+                tapped,
                 move || {
                     let _ = synced.send(());
                 },

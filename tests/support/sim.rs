@@ -102,6 +102,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
         shared,
         args,
         metrics.clone(),
+        None,
         move || {
             let _ = tx.send(());
         },

@@ -24,6 +24,7 @@ use super::reconcile::{error_policy, reconcile};
 use crate::api::ANNOTATION_TRIGGER;
 use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::controller::index::{self, IndexWriter, OwnerIndex};
+use crate::controller::ttl::JobTap;
 use crate::controller::{Scope, Shared, shard};
 use crate::task::{TaskError, TaskSet};
 
@@ -57,13 +58,15 @@ pub const NAME: &str = "CronJob controller";
 ///
 /// One watch of CronJobs and one of Jobs per namespace (or cluster-wide when
 /// `scope.namespaces` is empty); the Job watch feeds the owner index and triggers the owning
-/// CronJob. `ready` is called once both caches have listed. The status writers and the
+/// CronJob, and hands the TTL controller what it keeps of its events through `tap` (then the
+/// TTL controller needs no Job watch of its own). `ready` is called once both caches have listed. The status writers and the
 /// outbox run as tasks of their own ([`super::context::STATUS_WRITER`],
 /// [`super::context::OUTBOX`], listed in `shared.tasks`): should one end, the controller stops with its error.
 pub async fn run(
     shared: Shared,
     args: ReconcilerArgs,
     metrics: ReconcilerMetrics,
+    tap: Option<JobTap>,
     ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
 ) -> Result<(), TaskError> {
@@ -80,6 +83,7 @@ pub async fn run(
         index,
         index_writer,
         requests,
+        tap,
     };
     let controller = control(shared, args, metrics, parts, ready, shutdown.clone());
     tokio::select! {
@@ -101,6 +105,7 @@ struct Parts {
     index: OwnerIndex,
     index_writer: IndexWriter,
     requests: futures::channel::mpsc::UnboundedReceiver<super::writer::Key>,
+    tap: Option<JobTap>,
 }
 
 /// The watches, the controller, the pruning and the shard follower, until the controller has
@@ -118,6 +123,7 @@ async fn control(
         index,
         index_writer,
         requests,
+        tap,
     } = parts;
     let Shared { client, scope, .. } = shared;
 
@@ -132,6 +138,7 @@ async fn control(
             &ctx.shard,
             index.clone(),
             index_writer,
+            tap,
             recovery(Arc::clone(&ctx)),
         ),
         job_tx,
@@ -436,6 +443,7 @@ fn job_trigger_stream(
     view: &shard::ShardView,
     index: OwnerIndex,
     mut writer: IndexWriter,
+    tap: Option<JobTap>,
     health: impl FnMut(&Result<watcher::Event<SlimJob>, watcher::Error>) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<SlimJob, watcher::Error>> + Send + 'static {
     let watches = scope
@@ -448,6 +456,11 @@ fn job_trigger_stream(
         .collect();
     index::merge_watches(watches, move || index.snapshot())
         .inspect(health)
+        .inspect(move |ev| {
+            if let (Ok(ev), Some(tap)) = (ev, &tap) {
+                tap.forward(ev);
+            }
+        })
         .map(move |ev| match ev {
             Ok(ev) => futures::stream::iter(writer.apply_watcher_event(&ev).into_iter().map(Ok))
                 .left_stream(),

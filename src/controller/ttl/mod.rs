@@ -17,7 +17,9 @@
 //! RBAC: `batch` `jobs` get, list, watch, delete; with `--ttl-pods`, core `pods` get, list,
 //! watch, delete; `events.k8s.io` `events` create, patch (Warning Events on bad annotations).
 //! Scope `owned` watches only Jobs labelled `batch.kronjob.dev/cronjob` (any value) and then
-//! requires the controller owner reference; a Job whose label was removed is not handled.
+//! requires the controller owner reference; a Job whose label was removed is not handled. Those
+//! are the Jobs of the CronJob controller's owner index: in the manager, its watch hands this
+//! controller the events it keeps ([`job_tap`]), so there is one Job watch, not two.
 //!
 //! With `--sharding`, a replica deletes only the expired Jobs of the CronJobs it schedules
 //! (Jobs without a controlling CronJob, and Pods, by their own name); it looks at the others
@@ -33,7 +35,9 @@ use std::fmt::Debug;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use futures::future::BoxFuture;
+use futures::stream::BoxStream;
 use futures::{FutureExt, StreamExt, future};
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::NamespaceResourceScope;
@@ -568,10 +572,59 @@ fn worth_keeping<K: TtlObject>(
     now: Timestamp,
 ) -> bool {
     match event {
-        Ok(watcher::Event::Apply(obj) | watcher::Event::InitApply(obj)) => {
+        Ok(event) => event_worth_keeping(event, now),
+        Err(_) => true,
+    }
+}
+
+fn event_worth_keeping<K: TtlObject>(event: &watcher::Event<K>, now: Timestamp) -> bool {
+    match event {
+        watcher::Event::Apply(obj) | watcher::Event::InitApply(obj) => {
             !matches!(obj.ttl_state(now), TtlState::NotCandidate)
         }
         _ => true,
+    }
+}
+
+/// The sending side of the Job watch the TTL controller shares with the owner index (with
+/// `--ttl-jobs=owned`, the default, both watch the same Jobs): the index hands over the events
+/// the TTL controller would keep ([`worth_keeping`]), so the API server sends, and kronjob
+/// decodes, each Job event once. At a slot the new Jobs are running: nothing is handed over.
+#[derive(Clone)]
+pub struct JobTap {
+    tx: UnboundedSender<watcher::Event<SlimJob>>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Debug for JobTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("JobTap").finish_non_exhaustive()
+    }
+}
+
+/// The receiving side of a [`JobTap`], for [`run`].
+pub struct TappedJobs(UnboundedReceiver<watcher::Event<SlimJob>>);
+
+impl Debug for TappedJobs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TappedJobs").finish_non_exhaustive()
+    }
+}
+
+/// A tap and its receiving side: create both before either watch starts, so the TTL
+/// controller sees the index's first list.
+pub fn job_tap(clock: Arc<dyn Clock>) -> (JobTap, TappedJobs) {
+    let (tx, rx) = unbounded();
+    (JobTap { tx, clock }, TappedJobs(rx))
+}
+
+impl JobTap {
+    /// Hand over `event` if the TTL controller would keep it (a receiver gone is ignored: the
+    /// term is ending).
+    pub fn forward(&self, event: &watcher::Event<SlimJob>) {
+        if event_worth_keeping(event, self.clock.now()) {
+            let _ = self.tx.unbounded_send(event.clone());
+        }
     }
 }
 
@@ -584,6 +637,23 @@ struct Pipeline {
 
 /// Watch `api` and reconcile every object that can expire, until `shutdown`.
 fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) -> Pipeline {
+    let config = K::watch_config(ctx.scope);
+    let objects = if K::labelled(ctx.scope) {
+        shard::watch(api, config, &ctx.shard, None)
+    } else {
+        watcher(api, config)
+            .backoff(backoff::watch_backoff())
+            .boxed()
+    };
+    pipeline_of(objects, ctx, shutdown)
+}
+
+/// Reconcile every object of `objects` (watch events) that can expire, until `shutdown`.
+fn pipeline_of<K: TtlObject>(
+    objects: BoxStream<'static, Result<watcher::Event<K>, watcher::Error>>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) -> Pipeline {
     let (reader, writer) = reflector::store();
     let listed = {
         let reader = reader.clone();
@@ -594,14 +664,6 @@ fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: Cancellation
         .boxed()
     };
     let clock = Arc::clone(&ctx.clock);
-    let config = K::watch_config(ctx.scope);
-    let objects = if K::labelled(ctx.scope) {
-        shard::watch(api, config, &ctx.shard, None)
-    } else {
-        watcher(api, config)
-            .backoff(backoff::watch_backoff())
-            .boxed()
-    };
     let objects = objects
         .modify(K::slim)
         .filter(move |event| future::ready(worth_keeping(event, clock.now())))
@@ -649,20 +711,29 @@ impl TtlArgs {
 /// Run the TTL-after-finished controller until `shutdown` is cancelled; run it on the leader.
 ///
 /// One watch per kind (Jobs, and Pods with `--ttl-pods`) and namespace in scope, or
-/// cluster-wide; `ready` is called once every watch's cache has listed. Returns at once if
-/// `args` disables both Jobs and Pods.
+/// cluster-wide; `ready` is called once every watch's cache has listed. With `jobs` (the owner
+/// index's Job watch, [`job_tap`]) and `--ttl-jobs=owned`, Jobs come from it instead of a watch
+/// of their own. Returns at once if `args` disables both Jobs and Pods.
 pub async fn run(
     shared: Shared,
     args: TtlArgs,
     metrics: TtlMetrics,
+    jobs: Option<TappedJobs>,
     ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
 ) -> Result<(), TaskError> {
     let ctx = Arc::new(Context::new(&shared, metrics, args.ttl_jobs));
     let mut pipelines = Vec::new();
-    if args.ttl_jobs != TtlScope::Off {
-        for (_, api) in shared.scope.apis::<SlimJob>(&shared.client) {
-            pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()));
+    match (args.ttl_jobs, jobs) {
+        (TtlScope::Off, _) => {}
+        (TtlScope::Owned, Some(TappedJobs(events))) => {
+            let events = events.map(Ok).boxed();
+            pipelines.push(pipeline_of(events, ctx.clone(), shutdown.clone()));
+        }
+        _ => {
+            for (_, api) in shared.scope.apis::<SlimJob>(&shared.client) {
+                pipelines.push(pipeline(api, ctx.clone(), shutdown.clone()));
+            }
         }
     }
     if args.ttl_pods {

@@ -528,6 +528,7 @@ async fn run_returns_at_once_when_everything_is_off() {
             shared,
             args,
             TtlMetrics::new(&mut registry),
+            None,
             || {},
             CancellationToken::new(),
         ),
@@ -558,6 +559,88 @@ fn args_default_to_owned_jobs_and_no_pods() {
 /// owned Job from the initial list is read fresh and deleted, an unowned one is not touched, and
 /// `run` returns on shutdown.
 #[tokio::test]
+async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_over() {
+    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let metrics = TtlMetrics::new(&mut Registry::default());
+    let stop = CancellationToken::new();
+    let args = TtlArgs {
+        ttl_jobs: TtlScope::Owned,
+        ttl_pods: false,
+    };
+    let clock: Arc<dyn Clock> = Arc::new(FixedClock::new(ts(NOW)));
+    let shared = Shared {
+        client: Client::new(service, "default"),
+        clock: Arc::clone(&clock),
+        scope: crate::controller::Scope {
+            namespaces: vec!["ns".into()],
+            selector: None,
+        },
+        instance: None,
+        gate: Default::default(),
+        shard: Default::default(),
+        tasks: Default::default(),
+    };
+    let (tap, tapped) = job_tap(clock);
+    let (synced, listed) = tokio::sync::oneshot::channel();
+    let ready = move || {
+        let _ = synced.send(());
+    };
+    let controller = tokio::spawn(run(
+        shared,
+        args,
+        metrics,
+        Some(tapped),
+        ready,
+        stop.clone(),
+    ));
+    // The index's first list: an expired Job and a running one (never handed over: were it,
+    // its reconcile would read it fresh, a request the mock refuses).
+    let mut running = job_json("r", 0, NOW);
+    running["metadata"]["name"] = json!("running");
+    running["status"] = json!({"startTime": NOW});
+    tap.forward(&watcher::Event::Init);
+    tap.forward(&watcher::Event::InitApply(job(running)));
+    tap.forward(&watcher::Event::InitApply(job(job_json("u", 0, NOW))));
+    tap.forward(&watcher::Event::InitDone);
+    tokio::time::timeout(Duration::from_secs(2), listed)
+        .await
+        .expect("synced once the tap listed")
+        .expect("ready called");
+    let mut seen = Vec::new();
+    while !seen.contains(&"DELETE".to_owned()) {
+        let (request, send) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
+            .await
+            .unwrap_or_else(|_| panic!("timed out; requests so far: {seen:?}"))
+            .expect("client alive");
+        let method = request.method().clone();
+        let path = request.uri().path().to_owned();
+        let reply = match (method.as_str(), path.as_str()) {
+            ("GET", JOB_PATH) => {
+                seen.push("GET".to_owned());
+                job_json("u", 0, NOW)
+            }
+            ("DELETE", JOB_PATH) => {
+                seen.push("DELETE".to_owned());
+                json!({"kind": "Status", "apiVersion": "v1", "status": "Success"})
+            }
+            _ => panic!("unexpected request {method} {path}; so far {seen:?}"),
+        };
+        send.send_response(
+            Response::builder()
+                .body(Body::from(serde_json::to_vec(&reply).expect("JSON")))
+                .expect("response"),
+        );
+    }
+    assert_eq!(seen, ["GET", "DELETE"]);
+    stop.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), controller)
+        .await
+        .expect("run returns after shutdown")
+        .expect("run does not panic");
+    assert!(result.is_ok(), "asked to stop: {result:?}");
+}
+
+#[tokio::test]
 async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdown() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let mut registry = Registry::default();
@@ -583,7 +666,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
     let ready = move || {
         let _ = synced.send(());
     };
-    let controller = tokio::spawn(run(shared, args, metrics, ready, stop.clone()));
+    let controller = tokio::spawn(run(shared, args, metrics, None, ready, stop.clone()));
     assert!(listed.try_recv().is_err(), "not synced before the list");
 
     let mut unowned = job_json("other-uid", 0, NOW);
@@ -729,6 +812,7 @@ async fn with_ttl_pods_run_lists_and_watches_finished_pods_beside_the_jobs() {
         shared,
         args,
         TtlMetrics::new(&mut registry),
+        None,
         ready,
         stop.clone(),
     ));
