@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use futures::channel::mpsc::{self, Receiver, Sender, UnboundedSender};
+use futures::channel::mpsc::UnboundedSender;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::PropagationPolicy;
@@ -16,6 +16,7 @@ use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, Resource};
 use prometheus_client::metrics::counter::Counter;
+use tokio::sync::mpsc::{self, Receiver, Sender};
 use tokio_util::sync::CancellationToken;
 
 use super::plan::events;
@@ -28,8 +29,9 @@ use crate::controller::index::OwnerIndex;
 use crate::job::{Deletion, delete_guarded};
 use crate::telemetry::Throttle;
 
-/// Work items held at most; beyond, new ones are dropped and counted.
-pub const CAPACITY: usize = 10_000;
+/// Work items held at most (a slot of 10,000 CronJobs queues 10,000 Events, ~0.25 KB each);
+/// beyond, new ones are dropped and counted.
+pub const CAPACITY: usize = 32_768;
 
 /// One piece of deferred work. A slot queues an Event per CronJob, so it is kept small: the
 /// CronJob's reference without the apiVersion and kind every one shares, the Event's reason a
@@ -137,7 +139,25 @@ pub fn outbox(
     dropped: Counter,
     deleted: Counter,
 ) -> (Outbox, Workers) {
-    let (tx, rx) = mpsc::channel(CAPACITY);
+    with_capacity(
+        CAPACITY, client, recorder, index, gate, reconcile, dropped, deleted,
+    )
+}
+
+/// [`outbox`], holding at most `capacity` items.
+#[allow(clippy::too_many_arguments)]
+fn with_capacity(
+    capacity: usize,
+    client: Client,
+    recorder: Recorder,
+    index: OwnerIndex,
+    gate: Gate,
+    reconcile: UnboundedSender<Key>,
+    dropped: Counter,
+    deleted: Counter,
+) -> (Outbox, Workers) {
+    // tokio's channel: its bound is exact (a futures channel adds a slot per sender clone).
+    let (tx, rx) = mpsc::channel(capacity.max(1));
     let deleting = Arc::new(Mutex::new(HashSet::new()));
     (
         Outbox {
@@ -162,7 +182,7 @@ pub fn outbox(
 }
 
 impl Outbox {
-    fn send(&mut self, work: Work) -> bool {
+    fn send(&self, work: Work) -> bool {
         if self.tx.try_send(work).is_err() {
             self.dropped.inc();
             return false;
@@ -178,7 +198,7 @@ impl Outbox {
         reason: &'static str,
         note: String,
     ) {
-        self.clone().send(Work::Event {
+        self.send(Work::Event {
             on: About::of(cronjob),
             type_,
             reason,
@@ -202,7 +222,7 @@ impl Outbox {
             name: name.into(),
             uid: uid.as_str().into(),
         };
-        if !self.clone().send(work) {
+        if !self.send(work) {
             self.deleting
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
@@ -219,20 +239,23 @@ impl Workers {
         let work = {
             let this = Arc::clone(&this);
             let stop = stop.clone();
-            (&mut rx)
-                .take_until(stop.cancelled_owned())
-                .for_each_concurrent(concurrency.max(1), move |item| {
-                    let this = Arc::clone(&this);
-                    async move {
-                        this.gate.background().await;
-                        this.perform(item).await;
-                    }
-                })
+            futures::stream::unfold(
+                &mut rx,
+                |rx| async move { rx.recv().await.map(|w| (w, rx)) },
+            )
+            .take_until(stop.cancelled_owned())
+            .for_each_concurrent(concurrency.max(1), move |item| {
+                let this = Arc::clone(&this);
+                async move {
+                    this.gate.background().await;
+                    this.perform(item).await;
+                }
+            })
         };
         work.await;
         rx.close();
         let drain = async {
-            while let Some(item) = rx.next().await {
+            while let Some(item) = rx.recv().await {
                 this.perform(item).await;
             }
         };
@@ -317,5 +340,50 @@ impl Shared {
         };
         self.publish(cronjob, &reconcile_event(type_, reason, note))
             .await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::controller::index::owner_index;
+
+    #[tokio::test]
+    async fn the_queue_holds_exactly_its_capacity_and_counts_what_it_drops() {
+        let (service, _api) = tower_test::mock::pair::<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >();
+        let client = Client::new(service, "default");
+        let recorder = crate::controller::recorder(client.clone(), None);
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let dropped = Counter::default();
+        let (outbox, _workers) = with_capacity(
+            3,
+            client,
+            recorder,
+            owner_index().0,
+            Gate::new(),
+            reconcile,
+            dropped.clone(),
+            Counter::default(),
+        );
+        let on = ObjectReference {
+            name: Some("cj".into()),
+            namespace: Some("ns".into()),
+            ..Default::default()
+        };
+        for i in 0..5 {
+            outbox
+                .clone()
+                .event(&on, EventType::Normal, "R", format!("note {i}"));
+        }
+        assert_eq!(dropped.get(), 2, "five Events, room for three");
+        outbox.delete_history(&on, "job".into(), Some("uid".into()));
+        assert_eq!(dropped.get(), 3);
+        assert!(
+            outbox.deleting.lock().expect("lock").is_empty(),
+            "a dropped delete is not remembered as queued"
+        );
     }
 }
