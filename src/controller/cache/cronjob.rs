@@ -5,9 +5,7 @@
 //! for each reconcile ([`CachedCronJob::to_cronjob`]).
 
 use std::borrow::Cow;
-use std::collections::HashMap;
-use std::hash::{Hash, Hasher};
-use std::sync::{Arc, LazyLock, Mutex, Weak};
+use std::sync::Arc;
 
 use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
@@ -125,7 +123,7 @@ impl PartialEq for Template {
 impl Template {
     /// The template for `text`, shared with any other of the same text.
     pub fn new(text: &str) -> Self {
-        Template(intern(text))
+        Template(super::shared::text(text))
     }
 
     /// The JSON text.
@@ -153,43 +151,6 @@ impl<'de> Deserialize<'de> for Template {
             )),
         }
     }
-}
-
-/// Templates by hash, each held weakly: a template lives as long as a CronJob holds it.
-#[derive(Default)]
-struct Interner {
-    by_hash: HashMap<u64, Vec<Weak<str>>>,
-    /// Entries at the last sweep of dead ones.
-    swept_at: usize,
-}
-
-static TEMPLATES: LazyLock<Mutex<Interner>> = LazyLock::new(Mutex::default);
-
-fn intern(text: &str) -> Arc<str> {
-    let mut hasher = std::collections::hash_map::DefaultHasher::new();
-    text.hash(&mut hasher);
-    let hash = hasher.finish();
-    let mut interner = TEMPLATES.lock().unwrap_or_else(|e| e.into_inner());
-    let bucket = interner.by_hash.entry(hash).or_default();
-    bucket.retain(|w| w.strong_count() > 0);
-    if let Some(found) = bucket
-        .iter()
-        .filter_map(Weak::upgrade)
-        .find(|t| **t == *text)
-    {
-        return found;
-    }
-    let fresh: Arc<str> = Arc::from(text);
-    bucket.push(Arc::downgrade(&fresh));
-    let len = interner.by_hash.len();
-    if len > 64 && len > interner.swept_at * 2 {
-        interner.by_hash.retain(|_, b| {
-            b.retain(|w| w.strong_count() > 0);
-            !b.is_empty()
-        });
-        interner.swept_at = interner.by_hash.len();
-    }
-    fresh
 }
 
 impl kube::Resource for CachedCronJob {

@@ -2,10 +2,16 @@
 //! `ObjectReference`s (six strings each, ~0.35 KB); kept as written by the reconciler (a Job in
 //! the CronJob's namespace named `<cronjob>-<minutes>` with a canonical UID), a reference is
 //! two numbers in one shared allocation. Anything else (a manual run's name, a reference a user
-//! wrote) is kept whole. [`Status::to_status`] gives back exactly the status that was read.
+//! wrote) is kept whole. The conditions' words and messages and `status.schedule` are text
+//! many CronJobs share ([`super::shared`]). [`Status::to_status`] gives back exactly the status
+//! that was read.
+
+use std::sync::Arc;
 
 use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
+use super::shared;
 use super::uid::Uid;
 use crate::api::CronJobStatus;
 
@@ -13,12 +19,50 @@ use crate::api::CronJobStatus;
 const JOB_API_VERSION: &str = "batch/v1";
 const JOB_KIND: &str = "Job";
 
-/// A cached status: every field of [`CronJobStatus`], `active` compacted.
+/// A cached status: every field of [`CronJobStatus`], `active`, `schedule` and `conditions`
+/// compacted.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Status {
-    /// Every field but `active`, which is empty here.
+    /// Every other field; `active`, `schedule` and `conditions` are empty here.
     others: CronJobStatus,
     active: Box<[Active]>,
+    schedule: Option<Arc<str>>,
+    conditions: Box<[Cond]>,
+}
+
+/// A condition, its text shared.
+#[derive(Debug, Clone, PartialEq)]
+struct Cond {
+    type_: Arc<str>,
+    status: Arc<str>,
+    reason: Arc<str>,
+    message: Arc<str>,
+    last_transition_time: Time,
+    observed_generation: Option<i64>,
+}
+
+impl Cond {
+    fn new(c: Condition) -> Self {
+        Cond {
+            type_: shared::text(&c.type_),
+            status: shared::text(&c.status),
+            reason: shared::text(&c.reason),
+            message: shared::text(&c.message),
+            last_transition_time: c.last_transition_time,
+            observed_generation: c.observed_generation,
+        }
+    }
+
+    fn to_condition(&self) -> Condition {
+        Condition {
+            type_: self.type_.to_string(),
+            status: self.status.to_string(),
+            reason: self.reason.to_string(),
+            message: self.message.to_string(),
+            last_transition_time: self.last_transition_time.clone(),
+            observed_generation: self.observed_generation,
+        }
+    }
 }
 
 /// One entry of `status.active`.
@@ -100,9 +144,16 @@ impl Status {
             .into_iter()
             .map(|r| Active::new(r, cronjob, namespace))
             .collect();
+        let schedule = status.schedule.take().map(|s| shared::text(&s));
+        let conditions = std::mem::take(&mut status.conditions)
+            .into_iter()
+            .map(Cond::new)
+            .collect();
         Status {
             others: status,
             active,
+            schedule,
+            conditions,
         }
     }
 
@@ -114,10 +165,13 @@ impl Status {
             .iter()
             .map(|a| a.to_reference(cronjob, namespace))
             .collect();
+        status.schedule = self.schedule.as_deref().map(String::from);
+        status.conditions = self.conditions.iter().map(Cond::to_condition).collect();
         status
     }
 
-    /// Every field but `active` (empty here; `active_count` counts it).
+    /// Every field but `active`, `schedule` and `conditions` (empty here; `active_count`
+    /// counts `active`).
     pub fn others(&self) -> &CronJobStatus {
         &self.others
     }
@@ -128,7 +182,6 @@ mod tests {
     use super::*;
     use crate::api::CronJobStatus;
     use crate::testing::fixtures::t;
-    use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn job(name: &str, uid: &str) -> ObjectReference {
         ObjectReference {
@@ -177,11 +230,26 @@ mod tests {
             active_count: 17,
             last_schedule_time: Some(Time(t("2026-01-01T00:00:00Z"))),
             observed_generation: Some(3),
+            schedule: Some("* * * * *".into()),
+            conditions: vec![Condition {
+                type_: "Ready".into(),
+                status: "True".into(),
+                reason: "Scheduled".into(),
+                message: "m".into(),
+                last_transition_time: Time(t("2026-01-01T00:00:00Z")),
+                observed_generation: Some(3),
+            }],
             ..Default::default()
         };
         let cached = Status::new(status.clone(), "cj", Some("ns"));
         assert_eq!(cached.to_status("cj", Some("ns")), status);
+        let other = Status::new(status.clone(), "cj", Some("ns"));
+        assert!(Arc::ptr_eq(
+            &cached.conditions[0].message,
+            &other.conditions[0].message
+        ));
         assert!(cached.others().active.is_empty());
+        assert!(cached.others().conditions.is_empty());
         assert_eq!(cached.others().active_count, 17);
         let compact = cached
             .active
