@@ -21,7 +21,7 @@
 //! whole CronJob with its managedFields), and only until the watch shows that version
 //! ([`observed`](StatusWriter::observed)).
 
-use std::collections::{HashMap, HashSet, VecDeque};
+use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -65,6 +65,8 @@ struct Pending {
     base: Option<String>,
     status: Status,
     attempts: u32,
+    /// In the queue (a CronJob is queued once, however often it is submitted).
+    queued: bool,
 }
 
 /// What is newer than the cache: the version and status we wrote, the object read fresh
@@ -141,15 +143,22 @@ impl Known {
 #[derive(Debug, Default)]
 struct State {
     known: HashMap<Key, Known>,
-    pending: HashMap<Key, Pending>,
-    writing: HashMap<Key, Pending>,
+    /// Boxed: at a slot every CronJob has one, and the map's spare slots stay small.
+    pending: HashMap<Key, Box<Pending>>,
+    writing: HashMap<Key, Box<Pending>>,
     queue: VecDeque<Key>,
-    queued: HashSet<Key>,
 }
 
 impl State {
+    /// Queue the pending status of `key`, unless it is queued or being written.
     fn enqueue(&mut self, key: Key) {
-        if !self.writing.contains_key(&key) && self.queued.insert(key.clone()) {
+        if self.writing.contains_key(&key) {
+            return;
+        }
+        if let Some(p) = self.pending.get_mut(&key)
+            && !p.queued
+        {
+            p.queued = true;
             self.queue.push_back(key);
         }
     }
@@ -275,14 +284,18 @@ impl StatusWriter {
         let key = bare(&key);
         let status = Status::new(status, &key.name, key.namespace.as_deref());
         let mut state = self.state();
-        let attempts = state.pending.get(&key).map_or(0, |p| p.attempts);
+        let (attempts, queued) = state
+            .pending
+            .get(&key)
+            .map_or((0, false), |p| (p.attempts, p.queued));
         state.pending.insert(
             key.clone(),
-            Pending {
+            Box::new(Pending {
                 base: resource_version,
                 status,
                 attempts,
-            },
+                queued,
+            }),
         );
         state.enqueue(key);
         drop(state);
@@ -320,10 +333,10 @@ impl StatusWriter {
     fn next(&self) -> Option<(Key, Pending)> {
         let mut state = self.state();
         while let Some(key) = state.queue.pop_front() {
-            state.queued.remove(&key);
-            if let Some(p) = state.pending.remove(&key) {
+            if let Some(mut p) = state.pending.remove(&key) {
+                p.queued = false;
                 state.writing.insert(key.clone(), p.clone());
-                return Some((key, p));
+                return Some((key, *p));
             }
         }
         None
@@ -356,7 +369,7 @@ impl StatusWriter {
                     // Put it back for the flush.
                     let mut state = self.state();
                     state.writing.remove(&key);
-                    state.pending.entry(key.clone()).or_insert(pending);
+                    state.pending.entry(key.clone()).or_insert(Box::new(pending));
                     state.enqueue(key);
                     return;
                 }
@@ -437,7 +450,7 @@ impl StatusWriter {
                 let mut state = self.state();
                 state.writing.remove(&key);
                 // A newer submission wins over the failed one.
-                state.pending.entry(key.clone()).or_insert(failed);
+                state.pending.entry(key.clone()).or_insert(Box::new(failed));
             }
             let writer = self.clone();
             tokio::spawn(async move {
@@ -460,5 +473,88 @@ impl StatusWriter {
         state.writing.remove(key);
         state.pending.remove(key);
         state.known.remove(key);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use http::{Request, Response};
+    use kube::client::Body;
+
+    fn answer(rv: &str, active_count: i32) -> Response<Body> {
+        let cronjob = serde_json::json!({
+            "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+            "metadata": {"name": "cj", "namespace": "ns", "resourceVersion": rv},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {}},
+            "status": {"activeCount": active_count},
+        });
+        Response::new(Body::from(serde_json::to_vec(&cronjob).expect("JSON")))
+    }
+
+    type Api = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+
+    async fn next(
+        api: &mut Api,
+    ) -> (
+        Request<Body>,
+        tower_test::mock::SendResponse<Response<Body>>,
+    ) {
+        tokio::time::timeout(Duration::from_secs(2), api.next_request())
+            .await
+            .expect("a request")
+            .expect("client alive")
+    }
+
+    #[tokio::test]
+    async fn submissions_before_the_write_coalesce_into_one_patch_of_the_last_status() {
+        let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let writer = StatusWriter::new(Client::new(service, "default"), Gate::new(), reconcile);
+        let key = ObjectRef::new("cj").within("ns");
+        let status = |n| CronJobStatus {
+            active_count: n,
+            ..Default::default()
+        };
+        for n in 1..=3 {
+            writer.submit(key.clone(), Some("5".into()), status(n));
+        }
+        assert_eq!(writer.unwritten(), 1);
+        let stop = CancellationToken::new();
+        let run = tokio::spawn(writer.clone().run(4, stop.clone(), Duration::from_secs(1)));
+        let (request, send) = next(&mut api).await;
+        assert_eq!(request.method(), http::Method::PATCH);
+        assert_eq!(
+            request.uri().path(),
+            "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/cj/status"
+        );
+        let body = request.into_body().collect_bytes().await.expect("body");
+        let patch: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(
+            patch["status"]["activeCount"], 3,
+            "the last status submitted"
+        );
+        assert_eq!(patch["metadata"]["resourceVersion"], "5");
+        send.send_response(answer("6", 3));
+        assert!(
+            tokio::time::timeout(Duration::from_millis(300), api.next_request())
+                .await
+                .is_err(),
+            "one write for three submissions"
+        );
+        // A submission after the write is written on top of it.
+        writer.submit(key.clone(), Some("6".into()), status(4));
+        let (request, send) = next(&mut api).await;
+        let body = request.into_body().collect_bytes().await.expect("body");
+        let patch: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+        assert_eq!(patch["status"]["activeCount"], 4);
+        assert_eq!(patch["metadata"]["resourceVersion"], "6");
+        send.send_response(answer("7", 4));
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .expect("the writers stop")
+            .expect("no panic");
+        assert_eq!(writer.unwritten(), 0);
     }
 }
