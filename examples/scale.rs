@@ -12,9 +12,7 @@
 //! 1. the bare-create floor: N Job creates from one client with `--in-flight` requests in
 //!    flight (total time, creates/s, per-create p50/p99), in a scratch namespace;
 //! 2. kronjob: N CronJobs on `* * * * *` (their Jobs never finish: there is no kubelet), run by
-//!    `kronjob run` at its defaults (started 1 s after a minute boundary, so that a start-up
-//!    under a minute lets no slot fall due before the measured ones) for `--slots` slots: per
-//!    slot the Job-creation skew (from
+//!    `kronjob run` at its defaults for `--slots` slots: per slot the Job-creation skew (from
 //!    creationTimestamp, 1 s resolution, and from the arrival of the Job's first watch event),
 //!    missing and duplicate Jobs, when the first status write and the first Event arrived
 //!    compared with the last create, the manager's resident memory and CPU time; the start-up
@@ -1199,9 +1197,6 @@ async fn phase(
     let apiserver_pid = plane.apiserver().map(|p| p.pid());
     let api_sampler = apiserver_pid.map(Sampler::start);
     let api_cpu_before = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s);
-    // Start 1 s after a minute boundary: a start-up under a minute then lets no slot fall due
-    // before the measured ones, so every run keeps the same number of Jobs.
-    sleep_until(next_minute(Timestamp::now()).checked_add(SignedDuration::from_secs(1))?).await;
     let start = Timestamp::now();
     let mut controllers = match which {
         Which::Kronjob => (0..args.replicas)
