@@ -113,6 +113,7 @@ impl Context {
         let (reconcile, requests) = unbounded();
         let recorder = crate::controller::recorder(client.clone(), shared.instance.clone());
         let (outbox, workers) = outbox::outbox(
+            outbox::CAPACITY,
             client.clone(),
             recorder,
             index.clone(),

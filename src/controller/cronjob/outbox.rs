@@ -127,26 +127,11 @@ fn reconcile_event(type_: EventType, reason: &str, note: String) -> Event {
     }
 }
 
-/// A new outbox and its workers. `dropped` counts work lost to a full queue, `deleted` the
-/// history Jobs deleted; failed deletes ask `reconcile` for a new reconcile of their CronJob
-/// after a backoff.
-pub fn outbox(
-    client: Client,
-    recorder: Recorder,
-    index: OwnerIndex,
-    gate: Gate,
-    reconcile: UnboundedSender<Key>,
-    dropped: Counter,
-    deleted: Counter,
-) -> (Outbox, Workers) {
-    with_capacity(
-        CAPACITY, client, recorder, index, gate, reconcile, dropped, deleted,
-    )
-}
-
-/// [`outbox`], holding at most `capacity` items.
+/// A new outbox holding at most `capacity` items ([`CAPACITY`] in the controller) and its
+/// workers. `dropped` counts work lost to a full queue, `deleted` the history Jobs deleted;
+/// failed deletes ask `reconcile` for a new reconcile of their CronJob after a backoff.
 #[allow(clippy::too_many_arguments)]
-fn with_capacity(
+pub fn outbox(
     capacity: usize,
     client: Client,
     recorder: Recorder,
@@ -358,7 +343,7 @@ mod tests {
         let recorder = crate::controller::recorder(client.clone(), None);
         let (reconcile, _requests) = futures::channel::mpsc::unbounded();
         let dropped = Counter::default();
-        let (outbox, _workers) = with_capacity(
+        let (outbox, _workers) = outbox(
             3,
             client,
             recorder,

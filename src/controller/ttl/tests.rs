@@ -558,6 +558,51 @@ fn args_default_to_owned_jobs_and_no_pods() {
 /// The whole pipeline through [`run`]: the list and watch carry the label selector, an expired
 /// owned Job from the initial list is read fresh and deleted, an unowned one is not touched, and
 /// `run` returns on shutdown.
+/// The controllers' shared parts for `client`, watching namespace `ns`.
+fn shared_in_ns(client: Client, clock: Arc<dyn Clock>) -> Shared {
+    Shared {
+        client,
+        clock,
+        scope: crate::controller::Scope {
+            namespaces: vec!["ns".into()],
+            selector: None,
+        },
+        instance: None,
+        gate: Default::default(),
+        shard: Default::default(),
+        tasks: Default::default(),
+    }
+}
+
+type ApiHandle = tower_test::mock::Handle<Request<Body>, Response<Body>>;
+type Reply = tower_test::mock::SendResponse<Response<Body>>;
+
+/// The next request to the mocked API (within 2 s).
+async fn next_request(handle: &mut ApiHandle, seen: &[String]) -> (Request<Body>, Reply) {
+    tokio::time::timeout(Duration::from_secs(2), handle.next_request())
+        .await
+        .unwrap_or_else(|_| panic!("timed out; requests so far: {seen:?}"))
+        .expect("client alive")
+}
+
+fn respond(send: Reply, reply: &Value) {
+    send.send_response(
+        Response::builder()
+            .body(Body::from(serde_json::to_vec(reply).expect("JSON")))
+            .expect("response"),
+    );
+}
+
+/// Cancel `stop` and expect `controller` to return `Ok` soon.
+async fn stops(stop: CancellationToken, controller: JoinHandle<Result<(), TaskError>>) {
+    stop.cancel();
+    let result = tokio::time::timeout(Duration::from_secs(5), controller)
+        .await
+        .expect("run returns after shutdown")
+        .expect("run does not panic");
+    assert!(result.is_ok(), "asked to stop: {result:?}");
+}
+
 #[tokio::test]
 async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_over() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -568,18 +613,7 @@ async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_
         ttl_pods: false,
     };
     let clock: Arc<dyn Clock> = Arc::new(FixedClock::new(ts(NOW)));
-    let shared = Shared {
-        client: Client::new(service, "default"),
-        clock: Arc::clone(&clock),
-        scope: crate::controller::Scope {
-            namespaces: vec!["ns".into()],
-            selector: None,
-        },
-        instance: None,
-        gate: Default::default(),
-        shard: Default::default(),
-        tasks: Default::default(),
-    };
+    let shared = shared_in_ns(Client::new(service, "default"), Arc::clone(&clock));
     let (tap, tapped) = job_tap(clock);
     let (synced, listed) = tokio::sync::oneshot::channel();
     let ready = move || {
@@ -608,10 +642,7 @@ async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_
         .expect("ready called");
     let mut seen = Vec::new();
     while !seen.contains(&"DELETE".to_owned()) {
-        let (request, send) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
-            .await
-            .unwrap_or_else(|_| panic!("timed out; requests so far: {seen:?}"))
-            .expect("client alive");
+        let (request, send) = next_request(&mut handle, &seen).await;
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
         let reply = match (method.as_str(), path.as_str()) {
@@ -625,19 +656,10 @@ async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_
             }
             _ => panic!("unexpected request {method} {path}; so far {seen:?}"),
         };
-        send.send_response(
-            Response::builder()
-                .body(Body::from(serde_json::to_vec(&reply).expect("JSON")))
-                .expect("response"),
-        );
+        respond(send, &reply);
     }
     assert_eq!(seen, ["GET", "DELETE"]);
-    stop.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(5), controller)
-        .await
-        .expect("run returns after shutdown")
-        .expect("run does not panic");
-    assert!(result.is_ok(), "asked to stop: {result:?}");
+    stops(stop, controller).await;
 }
 
 #[tokio::test]
@@ -650,18 +672,10 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         ttl_jobs: TtlScope::Owned,
         ttl_pods: false,
     };
-    let shared = Shared {
-        client: Client::new(service, "default"),
-        clock: Arc::new(FixedClock::new(ts(NOW))),
-        scope: crate::controller::Scope {
-            namespaces: vec!["ns".into()],
-            selector: None,
-        },
-        instance: None,
-        gate: Default::default(),
-        shard: Default::default(),
-        tasks: Default::default(),
-    };
+    let shared = shared_in_ns(
+        Client::new(service, "default"),
+        Arc::new(FixedClock::new(ts(NOW))),
+    );
     let (synced, mut listed) = tokio::sync::oneshot::channel();
     let ready = move || {
         let _ = synced.send(());
@@ -680,10 +694,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
     let mut seen = Vec::new();
     let mut held_watches = Vec::new();
     while !seen.contains(&"DELETE".to_owned()) {
-        let (request, send) = tokio::time::timeout(Duration::from_secs(2), handle.next_request())
-            .await
-            .unwrap_or_else(|_| panic!("timed out; requests so far: {seen:?}"))
-            .expect("client alive");
+        let (request, send) = next_request(&mut handle, &seen).await;
         let method = request.method().clone();
         let path = request.uri().path().to_owned();
         let query = request.uri().query().unwrap_or("").to_owned();
@@ -713,11 +724,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
             }
             _ => panic!("unexpected request {method} {path}?{query}; so far {seen:?}"),
         };
-        send.send_response(
-            Response::builder()
-                .body(Body::from(serde_json::to_vec(&reply).expect("JSON")))
-                .expect("response"),
-        );
+        respond(send, &reply);
     }
     assert_eq!(&seen[..1], ["LIST"], "{seen:?}");
     tokio::time::timeout(Duration::from_secs(2), listed)
@@ -730,12 +737,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
         "only the owned Job is read fresh: {seen:?}"
     );
 
-    stop.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(5), controller)
-        .await
-        .expect("run returns after shutdown")
-        .expect("run does not panic");
-    assert!(result.is_ok(), "asked to stop: {result:?}");
+    stops(stop, controller).await;
     drop(held_watches);
     let mut text = String::new();
     prometheus_client::encoding::text::encode(&mut text, &registry).expect("encode");
@@ -856,11 +858,6 @@ async fn with_ttl_pods_run_lists_and_watches_finished_pods_beside_the_jobs() {
         .await
         .expect("synced once both listed")
         .expect("ready called");
-    stop.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(5), controller)
-        .await
-        .expect("run returns after shutdown")
-        .expect("run does not panic");
-    assert!(result.is_ok(), "asked to stop: {result:?}");
+    stops(stop, controller).await;
     drop(held_watches);
 }
