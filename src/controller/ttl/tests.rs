@@ -555,9 +555,6 @@ fn args_default_to_owned_jobs_and_no_pods() {
     assert!(Cli::try_parse_from(["kronjob", "--ttl-jobs=some"]).is_err());
 }
 
-/// The whole pipeline through [`run`]: the list and watch carry the label selector, an expired
-/// owned Job from the initial list is read fresh and deleted, an unowned one is not touched, and
-/// `run` returns on shutdown.
 /// The controllers' shared parts for `client`, watching namespace `ns`.
 fn shared_in_ns(client: Client, clock: Arc<dyn Clock>) -> Shared {
     Shared {
@@ -603,6 +600,8 @@ async fn stops(stop: CancellationToken, controller: JoinHandle<Result<(), TaskEr
     assert!(result.is_ok(), "asked to stop: {result:?}");
 }
 
+/// With the owner index's tap instead of a watch: no Job list or watch of its own, a running
+/// Job is not handed over, the expired one is read fresh and deleted.
 #[tokio::test]
 async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_over() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -662,6 +661,9 @@ async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_
     stops(stop, controller).await;
 }
 
+/// The whole pipeline through [`run`]: the list and watch carry the label selector, an expired
+/// owned Job from the initial list is read fresh and deleted, an unowned one is not touched, and
+/// `run` returns on shutdown.
 #[tokio::test]
 async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdown() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
@@ -790,18 +792,10 @@ async fn with_ttl_pods_run_lists_and_watches_finished_pods_beside_the_jobs() {
     let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
     let mut registry = Registry::default();
     let stop = CancellationToken::new();
-    let shared = Shared {
-        client: Client::new(service, "default"),
-        clock: Arc::new(FixedClock::new(ts(NOW))),
-        scope: crate::controller::Scope {
-            namespaces: vec!["ns".into()],
-            selector: None,
-        },
-        instance: None,
-        gate: Default::default(),
-        shard: Default::default(),
-        tasks: Default::default(),
-    };
+    let shared = shared_in_ns(
+        Client::new(service, "default"),
+        Arc::new(FixedClock::new(ts(NOW))),
+    );
     let args = TtlArgs {
         ttl_jobs: TtlScope::Owned,
         ttl_pods: true,
