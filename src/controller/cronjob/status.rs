@@ -182,6 +182,29 @@ mod tests {
 
     use crate::testing::fixtures::t;
 
+    /// A status with every field set.
+    fn full_status() -> CronJobStatus {
+        CronJobStatus {
+            active: vec![Default::default()],
+            active_count: 1,
+            last_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
+            last_successful_time: Some(Time(t("2024-01-01T00:01:00Z"))),
+            last_failure_time: Some(Time(t("2024-01-01T00:02:00Z"))),
+            next_schedule_time: Some(Time(t("2024-01-01T00:03:00Z"))),
+            observed_generation: Some(4),
+            schedule: Some("0 * * * *".into()),
+            consecutive_failures: 2,
+            conditions: vec![Condition {
+                type_: CONDITION_READY.into(),
+                status: "True".into(),
+                reason: reason::SCHEDULED.into(),
+                message: String::new(),
+                observed_generation: None,
+                last_transition_time: Time(t("2024-01-01T00:00:00Z")),
+            }],
+        }
+    }
+
     /// The patch as its definition says: the status as it encodes, `null` for each field of
     /// [`STATUS_FIELDS`] it leaves out.
     fn by_definition(status: &CronJobStatus, rv: Option<&str>) -> serde_json::Value {
@@ -195,18 +218,7 @@ mod tests {
 
     #[test]
     fn the_status_patch_writes_every_field_and_nulls_the_absent_ones() {
-        let full = CronJobStatus {
-            active: vec![Default::default()],
-            active_count: 1,
-            last_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
-            last_successful_time: Some(Time(t("2024-01-01T00:01:00Z"))),
-            last_failure_time: Some(Time(t("2024-01-01T00:02:00Z"))),
-            next_schedule_time: Some(Time(t("2024-01-01T00:03:00Z"))),
-            observed_generation: Some(4),
-            schedule: Some("* * * * *".into()),
-            consecutive_failures: 2,
-            conditions: Vec::new(),
-        };
+        let full = full_status();
         let mut with_condition = CronJobStatus::default();
         set_condition(
             &mut with_condition.conditions,
@@ -261,25 +273,7 @@ mod tests {
             "an empty list is removed, not []"
         );
         // The list is the struct's: a fully set status names exactly these fields.
-        let full = CronJobStatus {
-            active: vec![Default::default()],
-            active_count: 1,
-            last_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
-            last_successful_time: Some(Time(t("2024-01-01T00:00:00Z"))),
-            last_failure_time: Some(Time(t("2024-01-01T00:00:00Z"))),
-            next_schedule_time: Some(Time(t("2024-01-01T00:00:00Z"))),
-            observed_generation: Some(1),
-            schedule: Some("0 * * * *".into()),
-            consecutive_failures: 2,
-            conditions: vec![Condition {
-                type_: CONDITION_READY.into(),
-                status: "True".into(),
-                reason: reason::SCHEDULED.into(),
-                message: String::new(),
-                observed_generation: None,
-                last_transition_time: Time(t("2024-01-01T00:00:00Z")),
-            }],
-        };
+        let full = full_status();
         let serialized = serde_json::to_value(&full).expect("json");
         let mut keys: Vec<&str> = serialized
             .as_object()
