@@ -28,6 +28,11 @@
 //! on the objects of the run. `--manager-env K=V` and `--wrapper CMD` run the manager under a
 //! different allocator setting or a heap profiler.
 //!
+//! `--create-after-start` starts kronjob first and creates the CronJobs once it is ready, just
+//! after a minute boundary: no slot falls due during a start-up, so runs whose start-ups
+//! differ (one manager, `--replicas`) keep the same Jobs; the start-up at scale is then not
+//! measured.
+//!
 //! `--replicas N` runs N kronjob processes with `--sharding`, named `kronjob-0` .. by `POD_NAME`,
 //! each on its own metrics and health ports: the report adds, per replica, the RSS after each
 //! slot, the peak RSS (VmHWM), the CPU time and the `kronjob_shard_cronjobs` gauge at the end,
@@ -121,6 +126,11 @@ struct Args {
     /// Skip the second floor measurement.
     #[arg(long)]
     no_floor_after: bool,
+    /// Also measure the floor with watches open on its namespace's Jobs (repeatable):
+    /// `meta` (metadata only, as this tool watches a controller's Jobs), `full` (whole objects,
+    /// as a controller's cache does) or `meta+full`; each in a namespace of its own.
+    #[arg(long = "floor-watch", value_parser = ["meta", "full", "meta+full"])]
+    floor_watch: Vec<String>,
     /// Measure the heap bytes per cached CronJob and Job on the run's objects.
     #[arg(long)]
     sizes: bool,
@@ -133,6 +143,12 @@ struct Args {
     /// Keep the control plane's folder (logs, etcd) after the run.
     #[arg(long)]
     keep: bool,
+    /// Start kronjob first and create its CronJobs once it is ready, just after a minute
+    /// boundary: no slot falls due during the start-up, so every run keeps exactly the
+    /// measured slots' Jobs (for comparing memory between runs whose start-ups differ, e.g.
+    /// one manager and `--replicas`); the start-up at scale is then not measured.
+    #[arg(long)]
+    create_after_start: bool,
     /// Create the kronjob CronJobs without their shard label (as with the webhook off): the
     /// manager, or with `--replicas` the replica owning each, labels them at start.
     #[arg(long)]
@@ -677,32 +693,132 @@ fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeM
 
 #[derive(Debug, Clone, Serialize)]
 struct Floor {
+    /// The watches open on the floor's Jobs (empty: none).
+    watch: String,
+    /// The Jobs were the ones kronjob makes (else bare Jobs).
+    as_kronjob: bool,
     creates: usize,
     in_flight: usize,
     seconds: f64,
     per_second: f64,
     /// Per create, seconds.
     latency: Option<Spread>,
+    /// Arrival at the `meta` watch after the first create was sent, seconds.
+    arrived: Option<Spread>,
 }
 
 async fn floor(client: &kube::Client, ns: &str, args: &Args) -> Result<Floor, BoxError> {
+    floor_watched(client, ns, args, "", false).await
+}
+
+/// Lock `m`, poisoned or not.
+fn guard<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `Some(true)` for the end of a watch's initial list, `Some(false)` for an object seen after
+/// it, `None` for anything else.
+fn mark<K>(e: Result<watcher::Event<K>, watcher::Error>) -> Option<bool> {
+    match e {
+        Ok(watcher::Event::InitDone) => Some(true),
+        Ok(watcher::Event::Apply(_)) => Some(false),
+        _ => None,
+    }
+}
+
+/// The floor with watches open on the namespace's Jobs (`watch`: `meta`, `full`, both joined
+/// by `+`, or empty for none), each draining its events until the creates are done.
+/// With `as_kronjob`, the Jobs are the ones kronjob makes for its CronJobs' slots (built by
+/// the same code: labels, annotation, owner reference), else bare Jobs of the same template.
+async fn floor_watched(
+    client: &kube::Client,
+    ns: &str,
+    args: &Args,
+    watch: &str,
+    as_kronjob: bool,
+) -> Result<Floor, BoxError> {
     create_namespace(client, ns).await?;
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
+    // Arrivals (seconds after `started`) of the objects a `meta` watch saw.
+    let arrivals: Arc<Mutex<Vec<f64>>> = Arc::default();
+    let started = Arc::new(Mutex::new(Instant::now()));
+    let mut watches = Vec::new();
+    for kind in watch.split('+').filter(|k| !k.is_empty()) {
+        let (ready, seen) = tokio::sync::oneshot::channel();
+        let (arrivals, started) = (arrivals.clone(), started.clone());
+        // `Some(true)` for the end of the initial list, `Some(false)` for a new object.
+        let drain = |stream: futures::stream::BoxStream<'static, Option<bool>>, record: bool| {
+            tokio::spawn(async move {
+                let mut stream = stream;
+                let mut ready = Some(ready);
+                while let Some(event) = stream.next().await {
+                    match event {
+                        Some(true) => {
+                            if let Some(tx) = ready.take() {
+                                let _ = tx.send(());
+                            }
+                        }
+                        Some(false) if record => {
+                            let at = guard(&started).elapsed().as_secs_f64();
+                            guard(&arrivals).push(at);
+                        }
+                        _ => {}
+                    }
+                }
+            })
+        };
+        watches.push(match kind {
+            "meta" => drain(
+                watcher(meta_api::<Job>(client, ns), watcher::Config::default())
+                    .map(mark)
+                    .boxed(),
+                true,
+            ),
+            _ => drain(
+                watcher(api.clone(), watcher::Config::default())
+                    .map(mark)
+                    .boxed(),
+                false,
+            ),
+        });
+        let _ = seen.await;
+    }
     eprintln!("floor: {} bare Job creates in {ns}", args.cronjobs);
-    let started = Instant::now();
-    let latencies = create_all(&api, args.cronjobs, args.in_flight, |i| Job {
-        metadata: meta(format!("bare-{i:05}")),
-        spec: Some(job_spec(&args.image)),
-        status: None,
+    *guard(&started) = Instant::now();
+    let slot = next_minute(Timestamp::now());
+    let latencies = create_all(&api, args.cronjobs, args.in_flight, |i| {
+        let bare = || Job {
+            metadata: meta(format!("bare-{i:05}")),
+            spec: Some(job_spec(&args.image)),
+            status: None,
+        };
+        if !as_kronjob {
+            return bare();
+        }
+        let mut cj = kronjob_cronjob(ns, format!("cj-{i:05}"), &args.image, true);
+        cj.metadata.namespace = Some(ns.to_string());
+        cj.metadata.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
+        kronjob::job::for_slot(&cj, slot, &jiff::tz::TimeZone::UTC, None).unwrap_or_else(bare)
     })
     .await?;
-    let seconds = started.elapsed().as_secs_f64();
+    let seconds = guard(&started).elapsed().as_secs_f64();
+    let limit = Instant::now() + Duration::from_secs(10);
+    while !watch.is_empty() && guard(&arrivals).len() < args.cronjobs && Instant::now() < limit {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for w in watches {
+        w.abort();
+    }
+    let arrived = Spread::of(std::mem::take(&mut *guard(&arrivals)));
     Ok(Floor {
+        watch: watch.to_string(),
+        as_kronjob,
         creates: args.cronjobs,
         in_flight: args.in_flight,
         seconds,
         per_second: args.cronjobs as f64 / seconds,
         latency: Spread::of(latencies),
+        arrived,
     })
 }
 
@@ -994,6 +1110,15 @@ fn stop(controller: &mut Controller) {
     controller.proc.stop(Duration::from_secs(30));
 }
 
+/// Unless within 2 s after a minute boundary, wait for 1 s after the next one.
+async fn after_minute_boundary() -> Result<(), BoxError> {
+    let now = Timestamp::now();
+    if now.as_second().rem_euclid(60) > 2 {
+        sleep_until(next_minute(now).checked_add(SignedDuration::from_secs(1))?).await;
+    }
+    Ok(())
+}
+
 /// Sleep until `at` (wall clock).
 async fn sleep_until(at: Timestamp) {
     let wait = at.duration_since(Timestamp::now());
@@ -1058,6 +1183,9 @@ fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Slot {
 /// When every CronJob in `names` has had a status write after `start`: the last of those
 /// first writes; `None` while some have not.
 fn all_written(log: &Log, names: &HashSet<String>, start: Timestamp) -> Option<Timestamp> {
+    if names.is_empty() {
+        return Some(start);
+    }
     let mut first: HashMap<&str, Timestamp> = HashMap::new();
     for w in log.cronjob_writes.iter().filter(|w| w.arrived >= start) {
         first.entry(w.name.as_str()).or_insert(w.arrived);
@@ -1164,11 +1292,13 @@ async fn phase(
     create_namespace(&client, ns).await?;
     // Create right after a minute boundary and start the controller at once: no slot falls
     // due before it starts, and its start-up has the rest of the minute.
-    let now = Timestamp::now();
-    if now.as_second().rem_euclid(60) > 2 {
-        sleep_until(next_minute(now).checked_add(SignedDuration::from_secs(1))?).await;
-    }
-    let (names, create_s) = create_cronjobs(&client, ns, which, args).await?;
+    let after_start = args.create_after_start && which == Which::Kronjob;
+    let (names, create_s) = if after_start {
+        (HashSet::new(), 0.0)
+    } else {
+        after_minute_boundary().await?;
+        create_cronjobs(&client, ns, which, args).await?
+    };
     let log: SharedLog = Arc::default();
     let mut watches = vec![
         watch_into(meta_api::<Job>(&client, ns), log.clone(), Feed::Jobs).await,
@@ -1217,6 +1347,17 @@ async fn phase(
     let (ready_s, startup_s) = startup(&log, &names, &mut controllers, start, which).await;
     let at_startup = total(&samples(&samplers));
     eprintln!("{which:?}: ready {ready_s:?} s, every CronJob reconciled {startup_s:?} s");
+    let (names, create_s) = if after_start {
+        after_minute_boundary().await?;
+        let created_at = Timestamp::now();
+        let (names, create_s) = create_cronjobs(&client, ns, which, args).await?;
+        let (_, reconciled) = startup(&log, &names, &mut controllers, created_at, which).await;
+        eprintln!("{which:?}: every CronJob reconciled {reconciled:?} s after the first create");
+        (names, create_s)
+    } else {
+        (names, create_s)
+    };
+    let startup_s = startup_s.filter(|_| !after_start);
     let first = next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?);
     let mut slots = Vec::new();
     let mut per_replica: Vec<Vec<ProcSample>> = vec![Vec::new(); controllers.len()];
@@ -1336,6 +1477,9 @@ struct Report {
     load_before: String,
     load_after: String,
     floor_before: Option<Floor>,
+    /// The floor with the Jobs kronjob makes.
+    floor_kronjob: Option<Floor>,
+    floor_watched: Vec<Floor>,
     floor_after: Option<Floor>,
     phases: Vec<Phase>,
     sizes: Option<sizes::Sizes>,
@@ -1355,7 +1499,7 @@ fn floor_row(out: &mut String, what: &str, f: &Option<Floor>) {
     if let Some(f) = f {
         let _ = writeln!(
             out,
-            "| {what} | {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms |",
+            "| {what} | {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms{} |",
             f.creates,
             f.in_flight,
             f.seconds,
@@ -1365,6 +1509,10 @@ fn floor_row(out: &mut String, what: &str, f: &Option<Floor>) {
                 l.p50 * 1e3,
                 l.p99 * 1e3,
                 l.max * 1e3
+            )),
+            f.arrived.map_or(String::new(), |a| format!(
+                "; arrival at the metadata watch p50/p99/max {:.2} / {:.2} / {:.2} s",
+                a.p50, a.p99, a.max
             )),
         );
     }
@@ -1399,6 +1547,11 @@ fn replica_peak_line(peak_mib: f64, single_mib: Option<f64>) -> String {
 
 fn summary_table(out: &mut String, r: &Report) {
     let floor = r.floor_before.as_ref().map(|f| f.seconds);
+    let floor_same = r
+        .floor_kronjob
+        .as_ref()
+        .and_then(|f| f.arrived)
+        .map(|a| a.p99);
     let sum = if sharded(r) {
         ", sum of the replicas"
     } else {
@@ -1442,6 +1595,13 @@ fn summary_table(out: &mut String, r: &Report) {
         (
             "p99 skew (arrival) / floor time".into(),
             Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor) {
+                (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
+                _ => "-".into(),
+            }),
+        ),
+        (
+            "p99 skew (arrival) / floor p99 arrival (kronjob's Jobs, same watch)".into(),
+            Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor_same) {
                 (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
                 _ => "-".into(),
             }),
@@ -1633,6 +1793,15 @@ fn table(r: &Report) -> String {
     floor_row(&mut out, "before", &r.floor_before);
     floor_row(
         &mut out,
+        "before, kronjob's Jobs, observed as the controller's are",
+        &r.floor_kronjob,
+    );
+    for f in &r.floor_watched {
+        let what = format!("with a `{}` Job watch open", f.watch);
+        floor_row(&mut out, &what, &Some(f.clone()));
+    }
+    floor_row(
+        &mut out,
         "after (the controller's Jobs stored)",
         &r.floor_after,
     );
@@ -1676,10 +1845,21 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     let client = plane.client().await?;
     install_crd(&client).await?;
     let floor_before = Some(floor(&client, "scale-floor-before", &args).await?);
+    let floor_kronjob =
+        Some(floor_watched(&client, "scale-floor-kronjob-jobs", &args, "meta", true).await?);
+    // Its Jobs carry kronjob's labels: gone before kronjob starts, or its caches would hold them.
+    let took = delete_namespaces(&client, &["scale-floor-kronjob-jobs".to_string()]).await?;
+    eprintln!("deleted scale-floor-kronjob-jobs in {took:.0} s");
+    let mut floor_watched_all = Vec::new();
+    let mut doomed = vec!["scale-floor-before".to_string()];
+    for (i, watch) in args.floor_watch.iter().enumerate() {
+        let ns = format!("scale-floor-watch-{i}");
+        floor_watched_all.push(floor_watched(&client, &ns, &args, watch, false).await?);
+        doomed.push(ns);
+    }
     let mut phases = Vec::new();
     let mut floor_after = None;
     let mut sizes = None;
-    let mut doomed = vec!["scale-floor-before".to_string()];
     if !args.no_kronjob {
         phases.push(phase(Which::Kronjob, "scale-kronjob", &args, &assets, &mut plane).await?);
         doomed.push("scale-kronjob".into());
@@ -1718,6 +1898,8 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         load_before,
         load_after: load(),
         floor_before,
+        floor_kronjob,
+        floor_watched: floor_watched_all,
         floor_after,
         phases,
         sizes,
@@ -1867,6 +2049,55 @@ mod tests {
             shard_cronjobs: shard,
             shard_members: shard.map(|_| 2.0),
         }
+    }
+
+    #[test]
+    fn a_floor_row_shows_the_watch_arrival_when_one_was_measured() {
+        let spread = |p50, p99, max| Some(Spread { p50, p99, max });
+        let mut floor = Floor {
+            watch: String::new(),
+            as_kronjob: false,
+            creates: 10_000,
+            in_flight: 32,
+            seconds: 6.5,
+            per_second: 1538.46,
+            latency: spread(0.0171, 0.0556, 0.0759),
+            arrived: None,
+        };
+        let mut out = String::new();
+        floor_row(&mut out, "before", &Some(floor.clone()));
+        assert_eq!(
+            out,
+            "| before | 10000 creates, 32 in flight: 6.50 s (1538/s); per create p50/p99/max 17.1 / 55.6 / 75.9 ms |\n"
+        );
+        floor.arrived = spread(3.45, 6.77, 6.81);
+        let mut out = String::new();
+        floor_row(&mut out, "watched", &Some(floor));
+        assert!(out.ends_with(
+            "75.9 ms; arrival at the metadata watch p50/p99/max 3.45 / 6.77 / 6.81 s |\n"
+        ));
+        let mut out = String::new();
+        floor_row(&mut out, "none", &None);
+        assert_eq!(out, "");
+    }
+
+    #[test]
+    fn only_the_end_of_the_list_and_new_objects_are_marked() {
+        let job = || Job::default();
+        assert_eq!(mark::<Job>(Ok(watcher::Event::InitDone)), Some(true));
+        assert_eq!(mark(Ok(watcher::Event::Apply(job()))), Some(false));
+        assert_eq!(mark(Ok(watcher::Event::InitApply(job()))), None);
+        assert_eq!(mark(Ok(watcher::Event::Delete(job()))), None);
+        assert_eq!(mark::<Job>(Ok(watcher::Event::Init)), None);
+    }
+
+    #[test]
+    fn with_no_names_every_cronjob_was_written_at_the_start() {
+        let start = Timestamp::from_second(1_800_000_000).expect("time");
+        let log = Log::default();
+        assert_eq!(all_written(&log, &HashSet::new(), start), Some(start));
+        let names: HashSet<String> = ["cj-00000".to_string()].into();
+        assert_eq!(all_written(&log, &names, start), None);
     }
 
     #[test]
