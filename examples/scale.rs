@@ -783,7 +783,8 @@ async fn floor_watched(
         });
         let _ = seen.await;
     }
-    eprintln!("floor: {} bare Job creates in {ns}", args.cronjobs);
+    let what = if as_kronjob { "kronjob-made" } else { "bare" };
+    eprintln!("floor: {} {what} Job creates in {ns}", args.cronjobs);
     *guard(&started) = Instant::now();
     let slot = next_minute(Timestamp::now());
     let latencies = create_all(&api, args.cronjobs, args.in_flight, |i| {
@@ -1291,7 +1292,8 @@ async fn phase(
     let client = plane.client().await?;
     create_namespace(&client, ns).await?;
     // Create right after a minute boundary and start the controller at once: no slot falls
-    // due before it starts, and its start-up has the rest of the minute.
+    // due before it starts, and its start-up has the rest of the minute. With
+    // `--create-after-start`, the CronJobs are created once the controller is ready.
     let after_start = args.create_after_start && which == Which::Kronjob;
     let (names, create_s) = if after_start {
         (HashSet::new(), 0.0)
@@ -1479,6 +1481,7 @@ struct Report {
     floor_before: Option<Floor>,
     /// The floor with the Jobs kronjob makes.
     floor_kronjob: Option<Floor>,
+    /// The floors with `--floor-watch` watches open.
     floor_watched: Vec<Floor>,
     floor_after: Option<Floor>,
     phases: Vec<Phase>,
