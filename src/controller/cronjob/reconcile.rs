@@ -99,7 +99,7 @@ pub fn error_policy(cj: Arc<CachedCronJob>, error: &Error, ctx: Arc<Context>) ->
         })
         .inc();
     if let Some(skipped) = ctx.log.allow(error.category()) {
-        tracing::warn!(cronjob = %cj.name_any(), category = error.category(), error = %crate::telemetry::error_chain(error), skipped, "reconcile failed");
+        tracing::warn!(cronjob = %cj.name_any(), namespace = cj.namespace().unwrap_or_default(), category = error.category(), error = %crate::telemetry::error_chain(error), skipped, "reconcile failed");
     }
     if error.is_permanent() {
         return Action::await_change();

@@ -38,12 +38,12 @@ pub async fn checked_plan(
     match verdict {
         Verdict::Invalid(status) => {
             let message = refusal_message(&status);
-            tracing::info!(cronjob = %cj.name_any(), %message, "Job template refused");
+            tracing::info!(cronjob = %cj.name_any(), namespace = cj.namespace().unwrap_or_default(), %message, "Job template refused");
             plan::plan_checked(cj, jobs, now, &ctx.config, Some(&message))
         }
         Verdict::Unknown(why) => {
             if let Some(skipped) = ctx.log.allow("template_check") {
-                tracing::warn!(cronjob = %cj.name_any(), reason = ?why, skipped, "could not check the Job template; going on");
+                tracing::warn!(cronjob = %cj.name_any(), namespace = cj.namespace().unwrap_or_default(), reason = ?why, skipped, "could not check the Job template; going on");
             }
             planned
         }
