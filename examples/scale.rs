@@ -18,7 +18,10 @@
 //!    compared with the last create, the manager's resident memory and CPU time; the start-up
 //!    time from process start to every CronJob reconciled (its first status write); and the
 //!    API server's request counters over the phase;
-//! 3. the floor again, with kronjob's Jobs still stored (`--no-floor-after` skips it);
+//! 3. the floors again once kronjob has stopped, the server holding the run's CronJobs and Jobs
+//!    (`--no-floor-after` skips them): kronjob's Jobs observed at a watch as the slots' are (the
+//!    closest comparison for the last slot: a server holding more objects creates slower), then
+//!    bare creates;
 //! 4. with `--upstream`, the same for N batch/v1 CronJobs run by kube-controller-manager's
 //!    CronJob controller alone, tuned (50 workers, QPS and burst 1000), after kronjob's
 //!    objects are deleted.
@@ -1484,6 +1487,8 @@ struct Report {
     /// The floors with `--floor-watch` watches open.
     floor_watched: Vec<Floor>,
     floor_after: Option<Floor>,
+    /// After the slots, the Jobs kronjob makes, watched as the slots' are.
+    floor_kronjob_after: Option<Floor>,
     phases: Vec<Phase>,
     sizes: Option<sizes::Sizes>,
 }
@@ -1555,6 +1560,11 @@ fn summary_table(out: &mut String, r: &Report) {
         .as_ref()
         .and_then(|f| f.arrived)
         .map(|a| a.p99);
+    let floor_end = r
+        .floor_kronjob_after
+        .as_ref()
+        .and_then(|f| f.arrived)
+        .map(|a| a.p99);
     let sum = if sharded(r) {
         ", sum of the replicas"
     } else {
@@ -1607,6 +1617,15 @@ fn summary_table(out: &mut String, r: &Report) {
             Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor_same) {
                 (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
                 _ => "-".into(),
+            }),
+        ),
+        (
+            "last slot's p99 skew (arrival) / floor p99 arrival after the slots (kronjob's Jobs, same watch)".into(),
+            Box::new(move |p| {
+                match (p.slots.last().and_then(|s| s.skew_arrived), floor_end) {
+                    (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
+                    _ => "-".into(),
+                }
             }),
         ),
         (
@@ -1805,7 +1824,12 @@ fn table(r: &Report) -> String {
     }
     floor_row(
         &mut out,
-        "after (the controller's Jobs stored)",
+        "after the slots (the server holding the run's objects), kronjob's Jobs, observed as the controller's are",
+        &r.floor_kronjob_after,
+    );
+    floor_row(
+        &mut out,
+        "after the slots and the line above, bare",
         &r.floor_after,
     );
     out.push('\n');
@@ -1862,6 +1886,7 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     }
     let mut phases = Vec::new();
     let mut floor_after = None;
+    let mut floor_kronjob_after = None;
     let mut sizes = None;
     if !args.no_kronjob {
         phases.push(phase(Which::Kronjob, "scale-kronjob", &args, &assets, &mut plane).await?);
@@ -1870,6 +1895,11 @@ async fn run(args: Args) -> Result<Report, BoxError> {
             sizes = Some(sizes::measure(&client, "scale-kronjob").await?);
         }
         if !args.no_floor_after {
+            // kronjob's Jobs first: the server then holds what it held at the end of the
+            // last slot, and the bare floor comes after with 10,000 more Jobs stored.
+            let ns = "scale-floor-kronjob-jobs-after";
+            floor_kronjob_after = Some(floor_watched(&client, ns, &args, "meta", true).await?);
+            doomed.push(ns.into());
             floor_after = Some(floor(&client, "scale-floor-after", &args).await?);
             doomed.push("scale-floor-after".into());
         }
@@ -1904,6 +1934,7 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         floor_kronjob,
         floor_watched: floor_watched_all,
         floor_after,
+        floor_kronjob_after,
         phases,
         sizes,
     })
