@@ -169,12 +169,14 @@ fn rank<T: Copy>(sorted: &[T], percent: usize) -> Option<T> {
     sorted.get(r - 1).copied()
 }
 
-/// p50, p99 and max of a set of seconds.
+/// p50, p99 and max of a set of seconds, and the shape below the median (p1, p10, p25).
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 struct Spread {
     p50: f64,
     p99: f64,
     max: f64,
+    /// p1, p10 and p25: a burst that starts late shows here, a slow one in every rank.
+    low: [f64; 3],
 }
 
 impl Spread {
@@ -184,6 +186,13 @@ impl Spread {
             p50: rank(&values, 50)?,
             p99: rank(&values, 99)?,
             max: *values.last()?,
+            low: [rank(&values, 1)?, rank(&values, 10)?, rank(&values, 25)?],
+        })
+    }
+
+    fn show_low(s: Option<Spread>) -> String {
+        s.map_or("-".into(), |s| {
+            format!("{:.2} / {:.2} / {:.2}", s.low[0], s.low[1], s.low[2])
         })
     }
 
@@ -1519,8 +1528,11 @@ fn floor_row(out: &mut String, what: &str, f: &Option<Floor>) {
                 l.max * 1e3
             )),
             f.arrived.map_or(String::new(), |a| format!(
-                "; arrival at the metadata watch p50/p99/max {:.2} / {:.2} / {:.2} s",
-                a.p50, a.p99, a.max
+                "; arrival at the metadata watch p50/p99/max {:.2} / {:.2} / {:.2} s (p1/p10/p25 {})",
+                a.p50,
+                a.p99,
+                a.max,
+                Spread::show_low(Some(a)),
             )),
         );
     }
@@ -1531,6 +1543,7 @@ fn worst(p: &Phase, f: impl Fn(&Slot) -> Option<Spread>) -> Option<Spread> {
         p50: a.p50.max(b.p50),
         p99: a.p99.max(b.p99),
         max: a.max.max(b.max),
+        low: [0, 1, 2].map(|i| a.low[i].max(b.low[i])),
     })
 }
 
@@ -1692,11 +1705,11 @@ fn slot_table(out: &mut String, r: &Report) {
     let sum = if sharded(r) { " (sum)" } else { "" };
     let _ = writeln!(
         out,
-        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB{sum} | CPU s{sum} | manager's skew histogram |"
+        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | skew arrival p1/p10/p25 s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB{sum} | CPU s{sum} | manager's skew histogram |"
     );
     let _ = writeln!(
         out,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for p in &r.phases {
         for s in &p.slots {
@@ -1705,7 +1718,7 @@ fn slot_table(out: &mut String, r: &Report) {
             });
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {} |",
                 p.controller,
                 s.slot.strftime("%H:%M"),
                 s.jobs,
@@ -1713,6 +1726,7 @@ fn slot_table(out: &mut String, r: &Report) {
                 s.duplicates,
                 Spread::show(s.skew_created, 0),
                 Spread::show(s.skew_arrived, 2),
+                Spread::show_low(s.skew_arrived),
                 opt(s.first_status_write, 2),
                 format_args!("{} ({})", s.status_writes, s.status_writes_during_creates),
                 opt(s.first_event, 2),
@@ -1976,6 +1990,7 @@ mod tests {
         let v: Vec<f64> = (1..=100).map(f64::from).collect();
         let s = Spread::of(v).expect("values");
         assert_eq!((s.p50, s.p99, s.max), (50.0, 99.0, 100.0));
+        assert_eq!(s.low, [1.0, 10.0, 25.0]);
         assert!(Spread::of(Vec::new()).is_none());
         assert_eq!(rank(&[3.0], 99), Some(3.0));
     }
@@ -2087,7 +2102,14 @@ mod tests {
 
     #[test]
     fn a_floor_row_shows_the_watch_arrival_when_one_was_measured() {
-        let spread = |p50, p99, max| Some(Spread { p50, p99, max });
+        let spread = |p50, p99, max| {
+            Some(Spread {
+                p50,
+                p99,
+                max,
+                low: [0.0; 3],
+            })
+        };
         let mut floor = Floor {
             watch: String::new(),
             as_kronjob: false,
@@ -2108,7 +2130,7 @@ mod tests {
         let mut out = String::new();
         floor_row(&mut out, "watched", &Some(floor));
         assert!(out.ends_with(
-            "75.9 ms; arrival at the metadata watch p50/p99/max 3.45 / 6.77 / 6.81 s |\n"
+            "75.9 ms; arrival at the metadata watch p50/p99/max 3.45 / 6.77 / 6.81 s (p1/p10/p25 0.00 / 0.00 / 0.00) |\n"
         ));
         let mut out = String::new();
         floor_row(&mut out, "none", &None);
