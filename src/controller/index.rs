@@ -67,11 +67,15 @@ fn key(namespace: &str, name: &str) -> Key {
 
 /// The cached Jobs ([`CachedJob`]: what the readers look at, boxed so the map's spare slots
 /// stay small) and, per owner UID, the owner (shared by its Jobs) and the keys of its Jobs.
+/// `expected`: the Jobs this process is creating right now (a reconcile waiting for the
+/// answer): their watch event, should it come first, triggers no reconcile of the owner, whose
+/// reconcile is the one creating them.
 #[derive(Debug, Default)]
 struct Inner {
     objects: HashMap<Key, Box<CachedJob>>,
     by_owner: HashMap<Box<str>, (Arc<Owner>, Vec<Key>)>,
     namespaces: HashSet<Arc<str>>,
+    expected: HashSet<Key>,
 }
 
 impl Inner {
@@ -218,7 +222,24 @@ impl OwnerIndex {
     /// A Job this process just created (the API server's answer): known at once, so the next
     /// reconcile sees it even before its watch event, and that event then changes nothing.
     pub fn remember(&self, job: &SlimJob) {
-        write(&self.inner).upsert(key_of(job), CachedJob::of(&job.0));
+        let key = key_of(job);
+        let mut inner = write(&self.inner);
+        inner.expected.remove(&key);
+        inner.upsert(key, CachedJob::of(&job.0));
+    }
+
+    /// The Job `namespace/name` is about to be created by the reconcile of its owner: until
+    /// [`OwnerIndex::remember`] or the guard's drop, its watch event (which can come before the
+    /// create's answer) is stored without triggering that owner again (upstream's controllers
+    /// call this an expectation). A create that fails drops the guard, and later events
+    /// trigger as usual.
+    pub fn expect(&self, namespace: &str, name: &str) -> Expectation {
+        let key = key(namespace, name);
+        write(&self.inner).expected.insert(key.clone());
+        Expectation {
+            inner: Arc::clone(&self.inner),
+            key,
+        }
     }
 
     /// A Job this process just deleted: forgotten at once, likewise.
@@ -241,6 +262,20 @@ impl OwnerIndex {
     }
 }
 
+/// A Job being created: see [`OwnerIndex::expect`].
+#[derive(Debug)]
+#[must_use = "the expectation ends when the guard is dropped"]
+pub struct Expectation {
+    inner: Arc<RwLock<Inner>>,
+    key: Key,
+}
+
+impl Drop for Expectation {
+    fn drop(&mut self) {
+        write(&self.inner).expected.remove(&self.key);
+    }
+}
+
 impl IndexWriter {
     /// Apply one watcher event, with the reflector's semantics (`Init`..`InitDone` replaces
     /// the whole content atomically at `InitDone`), and return the Jobs whose owners must look
@@ -249,8 +284,12 @@ impl IndexWriter {
     pub fn apply_watcher_event(&mut self, event: &watcher::Event<SlimJob>) -> Vec<SlimJob> {
         match event {
             watcher::Event::Apply(job) => {
-                let changed = write(&self.inner).upsert(key_of(job), CachedJob::of(&job.0));
-                if changed {
+                let key = key_of(job);
+                let mut inner = write(&self.inner);
+                let expected = inner.expected.contains(&key);
+                let changed = inner.upsert(key, CachedJob::of(&job.0));
+                drop(inner);
+                if changed && !expected {
                     vec![job.clone()]
                 } else {
                     Vec::new()
@@ -289,6 +328,7 @@ impl IndexWriter {
             }
         }
         let mut current = write(&self.inner);
+        fresh.expected = std::mem::take(&mut current.expected);
         changed.extend(
             current
                 .objects
@@ -483,6 +523,44 @@ mod tests {
         w.apply_watcher_event(&watcher::Event::Delete(job("ns", "a", Some("u1"))));
         assert!(index.jobs_of("u1").is_empty());
         assert_eq!(index.len(), 2);
+    }
+
+    #[test]
+    fn a_job_being_created_does_not_trigger_its_owner_again() {
+        let (index, mut w) = owner_index();
+        let created = job("ns", "cj-1", Some("u1"));
+        let apply = |j: &SlimJob| watcher::Event::Apply(j.clone());
+        {
+            let _creating = index.expect("ns", "cj-1");
+            // The watch event before the create's answer: stored, no trigger.
+            assert!(w.apply_watcher_event(&apply(&created)).is_empty());
+            assert_eq!(names(index.jobs_of("u1")), ["cj-1"]);
+            // Another Job of the same owner still triggers.
+            let other = job("ns", "cj-2", Some("u1"));
+            assert_eq!(w.apply_watcher_event(&apply(&other)), [other]);
+            index.remember(&created);
+        }
+        // The expectation is over: a change of meaning triggers as usual.
+        let mut finished = created.clone();
+        finished.0.metadata.owner_references = None;
+        assert_eq!(w.apply_watcher_event(&apply(&finished)), [finished]);
+        // A create that failed (guard dropped, nothing remembered): its event triggers.
+        drop(index.expect("ns", "cj-3"));
+        let late = job("ns", "cj-3", Some("u1"));
+        assert_eq!(w.apply_watcher_event(&apply(&late)), [late]);
+    }
+
+    #[test]
+    fn an_expectation_outlives_a_relist() {
+        let (index, mut w) = owner_index();
+        let _creating = index.expect("ns", "cj-1");
+        w.apply_watcher_event(&watcher::Event::Init);
+        w.apply_watcher_event(&watcher::Event::InitDone);
+        let created = job("ns", "cj-1", Some("u1"));
+        assert!(
+            w.apply_watcher_event(&watcher::Event::Apply(created))
+                .is_empty()
+        );
     }
 
     #[test]

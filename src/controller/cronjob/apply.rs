@@ -251,6 +251,10 @@ async fn create(
         }
         status.last_schedule_time = Some(Time(slot));
     };
+    // Its watch event may come before the answer: it must not reconcile this CronJob again.
+    let _expected = ctx
+        .index
+        .expect(cj.metadata.namespace.as_deref().unwrap_or_default(), &name);
     // Sent as the Job the plan built; the answer is decoded slim (no pod template, no
     // managedFields).
     match jobs
