@@ -321,6 +321,8 @@ async fn run_manual(
     if let Some(job) = manual.job {
         let name = job.metadata.name.clone().unwrap_or_default();
         let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+        // As for a slot's Job: its watch event must not reconcile this CronJob again.
+        let _expected = ctx.index.expect(namespace, &name);
         match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
             Ok(created) => {
                 ctx.index.remember(&created);
