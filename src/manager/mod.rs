@@ -121,7 +121,7 @@ pub enum ManagerError {
 /// Run the manager until SIGTERM/SIGINT.
 pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
-    let client = crate::client::client().await?;
+    let client = crate::client::controllers_client().await?;
     ensure_crd(client.clone(), args.install_crd).await?;
     // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
     // connection to the API server), so hostile traffic to those ports never queues ahead of

@@ -24,6 +24,7 @@ mod observe;
 mod parity;
 mod plugin;
 mod policy;
+mod protobuf;
 mod rbac;
 mod resilience;
 mod schedule;
@@ -84,6 +85,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         parity::cases(),
         plugin::cases(),
         policy::cases(),
+        protobuf::cases(),
         rbac::cases(),
         resilience::cases(),
         schedule::cases(),

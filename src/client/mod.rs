@@ -1,13 +1,17 @@
 //! The Kubernetes client of both binaries, with kronjob's retry policy.
 //!
 //! The configuration is the kubeconfig (or the in-cluster service account), and the retry
-//! policy is kronjob's instead of kube's default one.
+//! policy is kronjob's instead of kube's default one. The manager's client also reads Jobs in
+//! protobuf ([`slim_jobs`]).
 //!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
 //! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4
 //! times (100 ms doubling to 2 s, with jitter: [`crate::backoff::CLIENT`]), and honours the
 //! server's `Retry-After` (API Priority and Fairness) up to [`RETRY_AFTER_LIMIT`]: the caller
 //! sees the error within seconds and its own backoff takes over.
+
+pub mod protobuf;
+pub mod slim_jobs;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -122,6 +126,22 @@ pub async fn client() -> Result<Client, ClientError> {
 
 /// A client configured as `options` say, with kronjob's retry policy.
 pub async fn client_with(options: &ClientOptions) -> Result<Client, ClientError> {
+    build(options, false).await
+}
+
+/// The controllers' client: [`client`], reading Jobs in protobuf and slim
+/// ([`slim_jobs::SlimJobsLayer`]). Only code that reads Jobs as
+/// [`crate::controller::cache::SlimJob`] may use it.
+pub async fn controllers_client() -> Result<Client, ClientError> {
+    controllers_client_with(&ClientOptions::default()).await
+}
+
+/// [`controllers_client`] configured as `options` say.
+pub async fn controllers_client_with(options: &ClientOptions) -> Result<Client, ClientError> {
+    build(options, true).await
+}
+
+async fn build(options: &ClientOptions, slim_jobs: bool) -> Result<Client, ClientError> {
     let mut config = config(options).await?;
     if config.accept_invalid_certs {
         tracing::warn!(
@@ -131,7 +151,11 @@ pub async fn client_with(options: &ClientOptions) -> Result<Client, ClientError>
     }
     config.default_retry = false;
     let builder = ClientBuilder::try_from(config).map_err(ClientError::Client)?;
-    Ok(with_retries(builder))
+    Ok(if slim_jobs {
+        with_retries(builder.with_layer(&slim_jobs::SlimJobsLayer))
+    } else {
+        with_retries(builder)
+    })
 }
 
 /// The client of `builder` with kronjob's retry policy in front of it.

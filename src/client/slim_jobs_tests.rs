@@ -1,0 +1,281 @@
+//! The layer under a kube client, in front of a server that answers with the fixtures of a
+//! real kube-apiserver 1.34 (`testdata/`).
+
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use futures::TryStreamExt;
+use http_body_util::Full;
+use kube::api::{Api, ListParams, PostParams, WatchParams};
+use kube::core::{PartialObjectMeta, WatchEvent};
+use serde_json::Value;
+
+use super::*;
+use crate::controller::cache::SlimJob;
+
+type Job = k8s_openapi::api::batch::v1::Job;
+
+fn request(method: Method, uri: &str, accept: Option<&str>) -> Request<()> {
+    let mut r = Request::builder().method(method).uri(uri);
+    if let Some(accept) = accept {
+        r = r.header(ACCEPT, accept);
+    }
+    r.body(()).expect("a request")
+}
+
+#[test]
+fn only_reads_and_creates_of_jobs_asking_for_json_are_changed() {
+    let cases = [
+        (
+            Method::GET,
+            "/apis/batch/v1/jobs?labelSelector=x",
+            None,
+            true,
+        ),
+        (
+            Method::GET,
+            "/apis/batch/v1/namespaces/a/jobs?watch=true",
+            None,
+            true,
+        ),
+        (
+            Method::GET,
+            "/apis/batch/v1/namespaces/a/jobs/j",
+            Some("application/json"),
+            true,
+        ),
+        (
+            Method::POST,
+            "/apis/batch/v1/namespaces/a/jobs?",
+            None,
+            true,
+        ),
+        (
+            Method::POST,
+            "/apis/batch/v1/namespaces/a/jobs?dryRun=All",
+            None,
+            false,
+        ),
+        (
+            Method::GET,
+            "/apis/batch/v1/namespaces/a/jobs/j/status",
+            None,
+            false,
+        ),
+        (
+            Method::DELETE,
+            "/apis/batch/v1/namespaces/a/jobs/j",
+            None,
+            false,
+        ),
+        (
+            Method::PATCH,
+            "/apis/batch/v1/namespaces/a/jobs/j",
+            None,
+            false,
+        ),
+        (
+            Method::PUT,
+            "/apis/batch/v1/namespaces/a/jobs/j",
+            None,
+            false,
+        ),
+        (
+            Method::GET,
+            "/apis/batch/v1/namespaces/a/cronjobs",
+            None,
+            false,
+        ),
+        (Method::GET, "/apis/batch/v1/namespaces//jobs", None, false),
+        (Method::GET, "/apis/batch/v1/jobsx", None, false),
+        (
+            Method::GET,
+            "/apis/batch.kronjob.dev/v1/namespaces/a/cronjobs",
+            None,
+            false,
+        ),
+        (Method::GET, "/api/v1/namespaces/a/pods", None, false),
+        (
+            Method::GET,
+            "/apis/batch/v1/jobs?watch=true",
+            Some("application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1"),
+            false,
+        ),
+    ];
+    for (method, uri, accept, slim) in cases {
+        let r = request(method.clone(), uri, accept);
+        assert_eq!(is_slim_job_request(&r), slim, "{method} {uri} {accept:?}");
+    }
+}
+
+/// A server answering from the fixtures: in protobuf when asked for it (unless `json_only`),
+/// otherwise in JSON; it notes each request's `Accept`.
+#[derive(Clone)]
+struct Fixtures {
+    accepts: Arc<Mutex<Vec<String>>>,
+    json_only: bool,
+}
+
+impl Fixtures {
+    fn new(json_only: bool) -> Self {
+        Fixtures {
+            accepts: Arc::default(),
+            json_only,
+        }
+    }
+
+    fn client(&self) -> kube::Client {
+        let me = self.clone();
+        let service = tower::service_fn(move |r: Request<kube::client::Body>| {
+            let me = me.clone();
+            async move { Ok::<_, Infallible>(me.answer(&r)) }
+        });
+        kube::Client::new(SlimJobsLayer.layer(service), "fixtures")
+    }
+
+    fn answer(&self, r: &Request<kube::client::Body>) -> Response<Full<Bytes>> {
+        let accept = r
+            .headers()
+            .get(ACCEPT)
+            .map(|a| a.to_str().expect("ASCII").to_string())
+            .unwrap_or_default();
+        self.accepts.lock().expect("lock").push(accept.clone());
+        let pb = accept.starts_with(MEDIA_TYPE) && !self.json_only;
+        let path = r.uri().path();
+        let watch = r.uri().query().is_some_and(|q| q.contains("watch=true"));
+        let (status, (body_pb, body_json)) = match (r.method().clone(), path) {
+            (Method::POST, _) => (201, fixture("create")),
+            (_, p) if p.ends_with("/jobs/nope") => (404, fixture("notfound")),
+            (_, p) if p.ends_with("/jobs/hello-29000000") => (200, fixture("finished")),
+            (_, _) if watch => (200, fixture("watch")),
+            _ => (200, fixture("list")),
+        };
+        let content_type = match (pb, watch) {
+            (true, true) => "application/vnd.kubernetes.protobuf;stream=watch",
+            (true, false) => MEDIA_TYPE,
+            (false, _) => "application/json",
+        };
+        let body = if pb {
+            Bytes::from_static(body_pb)
+        } else {
+            Bytes::from_static(body_json.as_bytes())
+        };
+        Response::builder()
+            .status(status)
+            .header(CONTENT_TYPE, content_type)
+            .header(CONTENT_LENGTH, body.len())
+            .body(Full::new(body))
+            .expect("a response")
+    }
+}
+
+fn fixture(name: &str) -> (&'static [u8], &'static str) {
+    match name {
+        "create" => (
+            include_bytes!("testdata/create.pb"),
+            include_str!("testdata/create.json"),
+        ),
+        "notfound" => (
+            include_bytes!("testdata/notfound.pb"),
+            include_str!("testdata/notfound.json"),
+        ),
+        "finished" => (
+            include_bytes!("testdata/finished.pb"),
+            include_str!("testdata/finished.json"),
+        ),
+        "watch" => (
+            include_bytes!("testdata/watch.pb"),
+            include_str!("testdata/watch.json"),
+        ),
+        _ => (
+            include_bytes!("testdata/list.pb"),
+            include_str!("testdata/list.json"),
+        ),
+    }
+}
+
+async fn read_everything(client: kube::Client) -> Vec<Value> {
+    let jobs: Api<SlimJob> = Api::namespaced(client, "fixtures");
+    let got = jobs.get("hello-29000000").await.expect("get");
+    let listed = jobs.list(&ListParams::default()).await.expect("list");
+    let created = jobs
+        .create(&PostParams::default(), &got)
+        .await
+        .expect("create");
+    let missing = jobs.get_opt("nope").await.expect("a 404 is None");
+    let error = match jobs.get("nope").await {
+        Err(kube::Error::Api(s)) => (s.code, s.reason.clone()),
+        other => panic!("not an API error: {other:?}"),
+    };
+    let events: Vec<WatchEvent<SlimJob>> = jobs
+        .watch(&WatchParams::default(), "1")
+        .await
+        .expect("watch")
+        .try_collect()
+        .await
+        .expect("events");
+    vec![
+        serde_json::to_value(got).expect("encodes"),
+        serde_json::to_value(listed.items).expect("encodes"),
+        serde_json::to_value(created).expect("encodes"),
+        serde_json::to_value(missing).expect("encodes"),
+        serde_json::to_value(error).expect("encodes"),
+        serde_json::to_value(events).expect("encodes"),
+    ]
+}
+
+#[tokio::test]
+async fn through_kube_protobuf_answers_read_as_json_ones_do() {
+    let protobuf = Fixtures::new(false);
+    let json = Fixtures::new(true);
+    let ours = read_everything(protobuf.client()).await;
+    let theirs = read_everything(json.client()).await;
+    assert_eq!(ours, theirs);
+    assert_eq!(ours[4], serde_json::json!([404, "NotFound"]));
+    assert_eq!(ours[5].as_array().map(Vec::len), Some(3));
+    // Every request asked for protobuf; the JSON-only server's answers passed through.
+    let accepts = protobuf.accepts.lock().expect("lock").clone();
+    assert_eq!(accepts.len(), 6);
+    assert!(accepts.iter().all(|a| a == ACCEPT_PROTOBUF), "{accepts:?}");
+}
+
+#[tokio::test]
+async fn other_requests_keep_their_accept_and_their_answer() {
+    let server = Fixtures::new(false);
+    let client = server.client();
+    let metadata: Api<PartialObjectMeta<Job>> = Api::namespaced(client.clone(), "fixtures");
+    // The fixture server answers the metadata list with the JSON list: it is passed on as is.
+    let listed = metadata
+        .list_metadata(&ListParams::default())
+        .await
+        .expect("list");
+    assert_eq!(listed.items.len(), 1);
+    let accepts = server.accepts.lock().expect("lock").clone();
+    assert!(
+        accepts[0].contains("as=PartialObjectMetadata"),
+        "{accepts:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_watch_stream_arriving_in_pieces_gives_each_event_once() {
+    let chunks: Vec<Result<http_body::Frame<Bytes>, Infallible>> =
+        super::super::protobuf::tests::WATCH
+            .0
+            .chunks(5)
+            .map(|c| Ok(http_body::Frame::data(Bytes::copy_from_slice(c))))
+            .collect();
+    let body = StreamBody::new(futures::stream::iter(chunks));
+    let out = watch_body(body).collect().await.expect("body").to_bytes();
+    let lines: Vec<&[u8]> = out
+        .split(|b| *b == b'\n')
+        .filter(|l| !l.is_empty())
+        .collect();
+    assert_eq!(lines.len(), 3);
+    let mut cut = super::super::protobuf::tests::WATCH.0.to_vec();
+    cut.truncate(cut.len() - 3);
+    let body = Full::new(Bytes::from(cut));
+    let out = watch_body(body).collect().await.expect("body").to_bytes();
+    // The last frame never arrived whole: two events, and no error.
+    assert_eq!(out.iter().filter(|b| **b == b'\n').count(), 2);
+}

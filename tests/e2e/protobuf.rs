@@ -1,0 +1,155 @@
+//! The manager's client reads Jobs in protobuf: on the real API server, every get, list, watch
+//! and create through it must read as the same Jobs read through JSON.
+
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::api::batch::v1::Job;
+use kronjob::api::CronJob;
+use kronjob::client::ClientOptions;
+use kronjob::client::protobuf::{MEDIA_TYPE, object_to_json};
+use kronjob::controller::cache::SlimJob;
+use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::{Resource, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::harness::{Ctx, Env, apply};
+use crate::observe::cronjob;
+
+crate::cases!(protobuf: jobs_read_in_protobuf_read_as_they_do_in_json);
+
+fn encoded(value: &impl serde::Serialize) -> Value {
+    serde_json::to_value(value).expect("encodes")
+}
+
+/// The events of `events` up to the first whose Job is Complete, encoded.
+async fn until_complete(
+    mut events: futures::stream::BoxStream<'static, kube::Result<WatchEvent<SlimJob>>>,
+) -> Vec<Value> {
+    let mut seen = Vec::new();
+    while let Some(event) = events.try_next().await.expect("a watch event") {
+        let value = encoded(&event);
+        let complete = value["object"]["status"]["conditions"]
+            .as_array()
+            .is_some_and(|c| {
+                c.iter()
+                    .any(|c| c["type"] == "Complete" && c["status"] == "True")
+            });
+        seen.push(value);
+        if complete {
+            break;
+        }
+    }
+    seen
+}
+
+async fn jobs_read_in_protobuf_read_as_they_do_in_json(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let owner = apply(
+        &env.api::<CronJob>(),
+        cronjob("owner", "0 0 1 1 *", json!({"suspend": true})),
+    )
+    .await;
+    let options = ClientOptions {
+        kubeconfig: Some(env.kubeconfig.clone()),
+        context: None,
+    };
+    let client = kronjob::client::controllers_client_with(&options)
+        .await
+        .expect("the controllers' client");
+    let ours: Api<SlimJob> = Api::namespaced(client, &env.namespace);
+    let theirs: Api<SlimJob> = env.api();
+
+    let job: Job = serde_json::from_value(json!({
+        "metadata": {
+            "name": "owner-29000000",
+            "labels": {"batch.kronjob.dev/cronjob": "owner", "team": "a"},
+            "annotations": {
+                "batch.kronjob.dev/scheduled-at": "2026-11-27T12:00:00Z",
+                "note": "not kept"
+            },
+            "ownerReferences": [owner.controller_owner_ref(&()).expect("an owner reference")]
+        },
+        "spec": {
+            "ttlSecondsAfterFinished": 600,
+            "template": {"spec": {
+                "restartPolicy": "Never",
+                "containers": [{"name": "c", "image": "busybox:1.36", "command": ["true"]}]
+            }}
+        }
+    }))
+    .expect("a Job");
+    let created = ours
+        .create(&PostParams::default(), &SlimJob(job))
+        .await
+        .expect("create through the protobuf client");
+    assert_eq!(created, theirs.get("owner-29000000").await.expect("get"));
+    assert!(created.0.metadata.uid.is_some());
+
+    // Watch from here on both clients while the Job controller runs the Job and it finishes:
+    // both see the same events.
+    let since = theirs
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .metadata
+        .resource_version
+        .expect("a list version");
+    let params = WatchParams::default().timeout(60);
+    let watch_ours = ours.watch(&params, &since).await.expect("watch").boxed();
+    let watch_theirs = theirs.watch(&params, &since).await.expect("watch").boxed();
+    env.finish_pods("owner-29000000", "Succeeded").await;
+    let (a, b) = tokio::time::timeout(
+        Duration::from_secs(60),
+        futures::future::join(until_complete(watch_ours), until_complete(watch_theirs)),
+    )
+    .await
+    .expect("both watches saw the Job finish");
+    assert_eq!(a, b);
+    assert!(a.len() >= 2, "{a:?}");
+
+    let got = ours.get("owner-29000000").await.expect("get");
+    assert_eq!(got, theirs.get("owner-29000000").await.expect("get"));
+    assert!(got.0.status.and_then(|s| s.completion_time).is_some());
+    let selector = ListParams::default().labels("batch.kronjob.dev/cronjob");
+    let (listed_ours, listed_theirs) = (
+        ours.list(&selector).await.expect("list"),
+        theirs.list(&selector).await.expect("list"),
+    );
+    assert_eq!(listed_ours.items, listed_theirs.items);
+    assert_eq!(listed_ours.items.len(), 1);
+
+    // An error reads as the same Status.
+    let missing = ours.get("missing").await.expect_err("no such Job");
+    let expected = theirs.get("missing").await.expect_err("no such Job");
+    assert_eq!(missing.to_string(), expected.to_string());
+
+    // The server did answer in protobuf, and its bytes read as its JSON does.
+    let url = format!(
+        "{}/owner-29000000",
+        Job::url_path(&(), Some(&env.namespace))
+    );
+    let request = http::Request::get(url)
+        .header(http::header::ACCEPT, MEDIA_TYPE)
+        .body(Vec::new())
+        .expect("a request");
+    let response = env
+        .client
+        .send(request.map(kube::client::Body::from))
+        .await
+        .expect("get in protobuf");
+    let content_type = response.headers()[http::header::CONTENT_TYPE]
+        .to_str()
+        .expect("ASCII")
+        .to_string();
+    assert_eq!(content_type, MEDIA_TYPE);
+    let body = http_body_util::BodyExt::collect(response.into_body())
+        .await
+        .expect("the body")
+        .to_bytes();
+    let read: SlimJob =
+        serde_json::from_slice(&object_to_json(&body).expect("reads")).expect("a slim Job");
+    assert_eq!(read, theirs.get("owner-29000000").await.expect("get"));
+    assert_eq!(read.name_any(), "owner-29000000");
+    env.cleanup().await;
+}
