@@ -16,6 +16,7 @@ pub mod events;
 pub mod gate;
 pub mod index;
 pub mod shard;
+pub mod slim_jobs;
 pub mod strays;
 pub mod ttl;
 

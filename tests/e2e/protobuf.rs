@@ -7,8 +7,9 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::batch::v1::Job;
 use kronjob::api::CronJob;
 use kronjob::client::ClientOptions;
-use kronjob::client::protobuf::{MEDIA_TYPE, object_to_json};
 use kronjob::controller::cache::SlimJob;
+use kronjob::controller::cache::protobuf::{MEDIA_TYPE, object_to_json};
+use kronjob::controller::slim_jobs::SlimJobsLayer;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
@@ -54,7 +55,7 @@ async fn jobs_read_in_protobuf_read_as_they_do_in_json(ctx: Ctx) {
         kubeconfig: Some(env.kubeconfig.clone()),
         context: None,
     };
-    let client = kronjob::client::controllers_client_with(&options)
+    let client = kronjob::client::client_with_layer(&options, &SlimJobsLayer)
         .await
         .expect("the controllers' client");
     let ours: Api<SlimJob> = Api::namespaced(client, &env.namespace);

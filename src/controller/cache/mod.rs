@@ -7,6 +7,7 @@
 pub mod cronjob;
 pub mod job;
 pub mod meta;
+pub mod protobuf;
 pub mod shared;
 pub mod status;
 pub mod uid;

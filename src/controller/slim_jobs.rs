@@ -2,13 +2,13 @@
 //!
 //! A Job read (a get, a list, a watch) or created (the answer to the POST) through this layer is
 //! asked for in protobuf, and the answer made into JSON of a slim Job
-//! ([`super::protobuf`]): the API server encodes protobuf for a fraction of what JSON costs it
+//! ([`super::cache::protobuf`]): the API server encodes protobuf for a fraction of what JSON costs it
 //! (on a 2-core server in a burst of 10,000 creates, serving kronjob's Job watch as JSON took
 //! ~9% of its CPU), and the manager reads only the fields it keeps, skipping the rest by
 //! length. Request bodies stay JSON.
 //!
 //! Only what reads Jobs slim may use a client with this layer: in the manager every get, list,
-//! watch and create of Jobs is of a [`crate::controller::cache::SlimJob`]. Requests asking for
+//! watch and create of Jobs is of a [`super::cache::SlimJob`]. Requests asking for
 //! another media type (metadata-only watches), other verbs, dry runs and other resources pass
 //! untouched, and so does any answer that is not protobuf (a server or a proxy answering JSON).
 
@@ -24,7 +24,7 @@ use http_body_util::combinators::UnsyncBoxBody;
 use http_body_util::{BodyExt, Full, StreamBody};
 use tower::{BoxError, Layer, Service};
 
-use super::protobuf::{self, Frames, MEDIA_TYPE};
+use super::cache::protobuf::{self, Frames, MEDIA_TYPE};
 
 /// The response body of the layer.
 pub type SlimBody = UnsyncBoxBody<Bytes, BoxError>;

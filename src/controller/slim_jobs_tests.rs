@@ -1,5 +1,5 @@
 //! The layer under a kube client, in front of a server that answers with the fixtures of a
-//! real kube-apiserver 1.34 (`testdata/`).
+//! real kube-apiserver 1.34 (`cache/testdata/`).
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -172,24 +172,24 @@ impl Fixtures {
 fn fixture(name: &str) -> (&'static [u8], &'static str) {
     match name {
         "create" => (
-            include_bytes!("testdata/create.pb"),
-            include_str!("testdata/create.json"),
+            include_bytes!("cache/testdata/create.pb"),
+            include_str!("cache/testdata/create.json"),
         ),
         "notfound" => (
-            include_bytes!("testdata/notfound.pb"),
-            include_str!("testdata/notfound.json"),
+            include_bytes!("cache/testdata/notfound.pb"),
+            include_str!("cache/testdata/notfound.json"),
         ),
         "finished" => (
-            include_bytes!("testdata/finished.pb"),
-            include_str!("testdata/finished.json"),
+            include_bytes!("cache/testdata/finished.pb"),
+            include_str!("cache/testdata/finished.json"),
         ),
         "watch" => (
-            include_bytes!("testdata/watch.pb"),
-            include_str!("testdata/watch.json"),
+            include_bytes!("cache/testdata/watch.pb"),
+            include_str!("cache/testdata/watch.json"),
         ),
         _ => (
-            include_bytes!("testdata/list.pb"),
-            include_str!("testdata/list.json"),
+            include_bytes!("cache/testdata/list.pb"),
+            include_str!("cache/testdata/list.json"),
         ),
     }
 }
@@ -260,7 +260,7 @@ async fn other_requests_keep_their_accept_and_their_answer() {
 #[tokio::test]
 async fn a_watch_stream_arriving_in_pieces_gives_each_event_once() {
     let chunks: Vec<Result<http_body::Frame<Bytes>, Infallible>> =
-        super::super::protobuf::tests::WATCH
+        crate::controller::cache::protobuf::tests::WATCH
             .0
             .chunks(5)
             .map(|c| Ok(http_body::Frame::data(Bytes::copy_from_slice(c))))
@@ -272,7 +272,7 @@ async fn a_watch_stream_arriving_in_pieces_gives_each_event_once() {
         .filter(|l| !l.is_empty())
         .collect();
     assert_eq!(lines.len(), 3);
-    let mut cut = super::super::protobuf::tests::WATCH.0.to_vec();
+    let mut cut = crate::controller::cache::protobuf::tests::WATCH.0.to_vec();
     cut.truncate(cut.len() - 3);
     let body = Full::new(Bytes::from(cut));
     let out = watch_body(body).collect().await.expect("body").to_bytes();

@@ -16,7 +16,7 @@ use std::io::Write as _;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::controller::cache::meta::KEPT_ANNOTATIONS;
+use super::meta::KEPT_ANNOTATIONS;
 
 /// The protobuf media type of the Kubernetes API.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

@@ -1,8 +1,8 @@
 //! The Kubernetes client of both binaries, with kronjob's retry policy.
 //!
 //! The configuration is the kubeconfig (or the in-cluster service account), and the retry
-//! policy is kronjob's instead of kube's default one. The manager's client also reads Jobs in
-//! protobuf ([`slim_jobs`]).
+//! policy is kronjob's instead of kube's default one. A caller may put a layer of its own under
+//! the retries ([`client_with_layer`]: the manager's controllers read Jobs in protobuf so).
 //!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
 //! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4
@@ -10,19 +10,17 @@
 //! server's `Retry-After` (API Priority and Fairness) up to [`RETRY_AFTER_LIMIT`]: the caller
 //! sees the error within seconds and its own backoff takes over.
 
-pub mod protobuf;
-pub mod slim_jobs;
-
 use std::path::PathBuf;
 use std::time::Duration;
 
 use http::{Request, Response, StatusCode};
-use kube::client::{Body, ClientBuilder};
+use kube::client::{Body, ClientBuilder, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 use kube::{Client, Config};
 use tower::buffer::BufferLayer;
 use tower::retry::{Policy, RetryLayer};
-use tower::{BoxError, Service};
+use tower::util::BoxService;
+use tower::{BoxError, Layer, Service};
 
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -126,22 +124,30 @@ pub async fn client() -> Result<Client, ClientError> {
 
 /// A client configured as `options` say, with kronjob's retry policy.
 pub async fn client_with(options: &ClientOptions) -> Result<Client, ClientError> {
-    build(options, false).await
+    Ok(with_retries(builder(options).await?))
 }
 
-/// The controllers' client: [`client`], reading Jobs in protobuf and slim
-/// ([`slim_jobs::SlimJobsLayer`]). Only code that reads Jobs as
-/// [`crate::controller::cache::SlimJob`] may use it.
-pub async fn controllers_client() -> Result<Client, ClientError> {
-    controllers_client_with(&ClientOptions::default()).await
+/// The service a layer of [`client_with_layer`] wraps: kube's HTTP client.
+pub type BaseService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
+
+/// A client configured as `options` say, with `layer` between kube's HTTP client and the
+/// retries.
+pub async fn client_with_layer<L, B>(
+    options: &ClientOptions,
+    layer: &L,
+) -> Result<Client, ClientError>
+where
+    L: Layer<BaseService>,
+    L::Service: Service<Request<Body>, Response = Response<B>> + Send + 'static,
+    <L::Service as Service<Request<Body>>>::Future: Send + 'static,
+    <L::Service as Service<Request<Body>>>::Error: Into<BoxError> + Send + Sync,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
+    Ok(with_retries(builder(options).await?.with_layer(layer)))
 }
 
-/// [`controllers_client`] configured as `options` say.
-pub async fn controllers_client_with(options: &ClientOptions) -> Result<Client, ClientError> {
-    build(options, true).await
-}
-
-async fn build(options: &ClientOptions, slim_jobs: bool) -> Result<Client, ClientError> {
+async fn builder(options: &ClientOptions) -> Result<ClientBuilder<BaseService>, ClientError> {
     let mut config = config(options).await?;
     if config.accept_invalid_certs {
         tracing::warn!(
@@ -150,12 +156,7 @@ async fn build(options: &ClientOptions, slim_jobs: bool) -> Result<Client, Clien
         );
     }
     config.default_retry = false;
-    let builder = ClientBuilder::try_from(config).map_err(ClientError::Client)?;
-    Ok(if slim_jobs {
-        with_retries(builder.with_layer(&slim_jobs::SlimJobsLayer))
-    } else {
-        with_retries(builder)
-    })
+    ClientBuilder::try_from(config).map_err(ClientError::Client)
 }
 
 /// The client of `builder` with kronjob's retry policy in front of it.
