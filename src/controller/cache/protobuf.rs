@@ -205,6 +205,23 @@ impl<'o> Obj<'o> {
     }
 }
 
+/// `items` as a JSON array, each written by `write`.
+fn array<'a>(
+    out: &mut Vec<u8>,
+    items: Vec<&'a [u8]>,
+    write: fn(&mut Vec<u8>, &'a [u8]) -> Result<(), WireError>,
+) -> Result<(), WireError> {
+    out.push(b'[');
+    for (i, item) in items.into_iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write(out, item)?;
+    }
+    out.push(b']');
+    Ok(())
+}
+
 fn string(out: &mut Vec<u8>, s: &str) {
     // Writing JSON into a Vec cannot fail.
     let _ = serde_json::to_writer(out, s);
@@ -323,15 +340,7 @@ fn meta(out: &mut Vec<u8>, b: &[u8]) -> Result<(), WireError> {
         a.close();
     }
     if !owners.is_empty() {
-        let out = o.key("ownerReferences");
-        out.push(b'[');
-        for (i, owner) in owners.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            owner_reference(out, owner)?;
-        }
-        out.push(b']');
+        array(o.key("ownerReferences"), owners, owner_reference)?;
     }
     o.close();
     Ok(())
@@ -377,26 +386,23 @@ fn job_status(out: &mut Vec<u8>, b: &[u8]) -> Result<(), WireError> {
         }
     }
     if !conditions.is_empty() {
-        let out = o.key("conditions");
-        out.push(b'[');
-        for (i, condition) in conditions.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let mut c = Obj::open(out);
-            for f in fields(condition) {
-                match f? {
-                    (1, v) => c.str("type", v.string()?),
-                    (2, v) => c.str("status", v.string()?),
-                    (4, v) => c.time("lastTransitionTime", v.bytes())?,
-                    _ => {}
-                }
-            }
-            c.close();
-        }
-        out.push(b']');
+        array(o.key("conditions"), conditions, job_condition)?;
     }
     o.close();
+    Ok(())
+}
+
+fn job_condition(out: &mut Vec<u8>, b: &[u8]) -> Result<(), WireError> {
+    let mut c = Obj::open(out);
+    for f in fields(b) {
+        match f? {
+            (1, v) => c.str("type", v.string()?),
+            (2, v) => c.str("status", v.string()?),
+            (4, v) => c.time("lastTransitionTime", v.bytes())?,
+            _ => {}
+        }
+    }
+    c.close();
     Ok(())
 }
 
@@ -412,15 +418,7 @@ fn job_list(out: &mut Vec<u8>, b: &[u8]) -> Result<(), WireError> {
             _ => {}
         }
     }
-    let out = o.key("items");
-    out.push(b'[');
-    for (i, item) in items.into_iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        job(out, item)?;
-    }
-    out.push(b']');
+    array(o.key("items"), items, job)?;
     o.close();
     Ok(())
 }
@@ -474,26 +472,23 @@ fn status_details(out: &mut Vec<u8>, b: &[u8]) -> Result<(), WireError> {
         }
     }
     if !causes.is_empty() {
-        let out = o.key("causes");
-        out.push(b'[');
-        for (i, cause) in causes.into_iter().enumerate() {
-            if i > 0 {
-                out.push(b',');
-            }
-            let mut c = Obj::open(out);
-            for f in fields(cause) {
-                match f? {
-                    (1, v) => c.non_empty("reason", v.string()?),
-                    (2, v) => c.non_empty("message", v.string()?),
-                    (3, v) => c.non_empty("field", v.string()?),
-                    _ => {}
-                }
-            }
-            c.close();
-        }
-        out.push(b']');
+        array(o.key("causes"), causes, status_cause)?;
     }
     o.close();
+    Ok(())
+}
+
+fn status_cause(out: &mut Vec<u8>, b: &[u8]) -> Result<(), WireError> {
+    let mut c = Obj::open(out);
+    for f in fields(b) {
+        match f? {
+            (1, v) => c.non_empty("reason", v.string()?),
+            (2, v) => c.non_empty("message", v.string()?),
+            (3, v) => c.non_empty("field", v.string()?),
+            _ => {}
+        }
+    }
+    c.close();
     Ok(())
 }
 
