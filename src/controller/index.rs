@@ -233,7 +233,7 @@ impl OwnerIndex {
     /// create's answer) is stored without triggering that owner again (upstream's controllers
     /// call this an expectation). A create that fails drops the guard, and later events
     /// trigger as usual.
-    pub fn expect(&self, namespace: &str, name: &str) -> Expectation {
+    pub fn expect_create(&self, namespace: &str, name: &str) -> Expectation {
         let key = key(namespace, name);
         write(&self.inner).expected.insert(key.clone());
         Expectation {
@@ -262,7 +262,7 @@ impl OwnerIndex {
     }
 }
 
-/// A Job being created: see [`OwnerIndex::expect`].
+/// A Job being created: see [`OwnerIndex::expect_create`].
 #[derive(Debug)]
 #[must_use = "the expectation ends when the guard is dropped"]
 pub struct Expectation {
@@ -531,7 +531,7 @@ mod tests {
         let created = job("ns", "cj-1", Some("u1"));
         let apply = |j: &SlimJob| watcher::Event::Apply(j.clone());
         {
-            let _creating = index.expect("ns", "cj-1");
+            let _creating = index.expect_create("ns", "cj-1");
             // The watch event before the create's answer: stored, no trigger.
             assert!(w.apply_watcher_event(&apply(&created)).is_empty());
             assert_eq!(names(index.jobs_of("u1")), ["cj-1"]);
@@ -545,7 +545,7 @@ mod tests {
         finished.0.metadata.owner_references = None;
         assert_eq!(w.apply_watcher_event(&apply(&finished)), [finished]);
         // A create that failed (guard dropped, nothing remembered): its event triggers.
-        drop(index.expect("ns", "cj-3"));
+        drop(index.expect_create("ns", "cj-3"));
         let late = job("ns", "cj-3", Some("u1"));
         assert_eq!(w.apply_watcher_event(&apply(&late)), [late]);
     }
@@ -553,7 +553,7 @@ mod tests {
     #[test]
     fn an_expectation_outlives_a_relist() {
         let (index, mut w) = owner_index();
-        let _creating = index.expect("ns", "cj-1");
+        let _creating = index.expect_create("ns", "cj-1");
         w.apply_watcher_event(&watcher::Event::Init);
         w.apply_watcher_event(&watcher::Event::InitDone);
         let created = job("ns", "cj-1", Some("u1"));

@@ -254,7 +254,7 @@ async fn create(
     // Its watch event may come before the answer: it must not reconcile this CronJob again.
     let _expected = ctx
         .index
-        .expect(cj.metadata.namespace.as_deref().unwrap_or_default(), &name);
+        .expect_create(cj.metadata.namespace.as_deref().unwrap_or_default(), &name);
     // Sent as the Job the plan built; the answer is decoded slim (no pod template, no
     // managedFields).
     match jobs
@@ -322,7 +322,7 @@ async fn run_manual(
         let name = job.metadata.name.clone().unwrap_or_default();
         let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
         // As for a slot's Job: its watch event must not reconcile this CronJob again.
-        let _expected = ctx.index.expect(namespace, &name);
+        let _expected = ctx.index.expect_create(namespace, &name);
         match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
             Ok(created) => {
                 ctx.index.remember(&created);
