@@ -4,7 +4,7 @@
 //! The API server encodes and decodes protobuf at a fraction of JSON's cost, and a Job's
 //! protobuf can be read without touching the parts nobody reads (the pod template,
 //! managedFields, labels): a length prefix skips each. What comes out is a Job with only what a
-//! slim Job keeps (see [`job`]), a list of them, a watch event, or the `Status` of an error,
+//! slim Job keeps, a list of them, a watch event, or the `Status` of an error,
 //! in the JSON the API server would have sent for those fields.
 //!
 //! The wire format: an object is the magic `k8s\0` and a `runtime.Unknown` (its `apiVersion`
