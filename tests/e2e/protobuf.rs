@@ -1,6 +1,7 @@
 //! The manager's client reads Jobs in protobuf: on the real API server, every get, list, watch
 //! and create through it must read as the same Jobs read through JSON.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -11,8 +12,11 @@ use kronjob::controller::cache::SlimJob;
 use kronjob::controller::cache::protobuf::{MEDIA_TYPE, object_to_json};
 use kronjob::controller::slim_jobs::SlimJobsLayer;
 use kube::api::{Api, ListParams, PostParams, WatchEvent, WatchParams};
+use kube::client::DynBody;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
+use tower::layer::util::Stack;
+use tower::util::MapResponseLayer;
 
 use crate::harness::{Ctx, Env, apply};
 use crate::observe::cronjob;
@@ -55,7 +59,22 @@ async fn jobs_read_in_protobuf_read_as_they_do_in_json(ctx: Ctx) {
         kubeconfig: Some(env.kubeconfig.clone()),
         context: None,
     };
-    let client = kronjob::client::client_with_layer(&options, &SlimJobsLayer)
+    // What the server answered, as the layer saw it: the media type of every answer.
+    let answered = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = {
+        let answered = Arc::clone(&answered);
+        MapResponseLayer::new(move |r: http::Response<Box<DynBody>>| {
+            let media = r
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            answered.lock().expect("lock").push(media);
+            r
+        })
+    };
+    let client = kronjob::client::client_with_layer(&options, &Stack::new(record, SlimJobsLayer))
         .await
         .expect("the controllers' client");
     let ours: Api<SlimJob> = Api::namespaced(client, &env.namespace);
@@ -119,6 +138,21 @@ async fn jobs_read_in_protobuf_read_as_they_do_in_json(ctx: Ctx) {
     );
     assert_eq!(listed_ours.items, listed_theirs.items);
     assert_eq!(listed_ours.items.len(), 1);
+
+    // Every answer to the layered client so far (a create, a watch, a get and a list) was
+    // protobuf: the real server took the layer's Accept.
+    {
+        let answered = answered.lock().expect("lock");
+        assert_eq!(
+            answered.len(),
+            4,
+            "a create, a watch, a get, a list: {answered:?}"
+        );
+        assert!(
+            answered.iter().all(|m| m.starts_with(MEDIA_TYPE)),
+            "{answered:?}"
+        );
+    }
 
     // An error reads as the same Status.
     let missing = ours.get("missing").await.expect_err("no such Job");
