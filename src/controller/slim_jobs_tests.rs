@@ -12,6 +12,7 @@ use serde_json::Value;
 
 use super::*;
 use crate::controller::cache::SlimJob;
+use crate::controller::cache::protobuf::tests as fixtures;
 
 type Job = k8s_openapi::api::batch::v1::Job;
 
@@ -144,11 +145,11 @@ impl Fixtures {
         let path = r.uri().path();
         let watch = r.uri().query().is_some_and(|q| q.contains("watch=true"));
         let (status, (body_pb, body_json)) = match (r.method().clone(), path) {
-            (Method::POST, _) => (201, fixture("create")),
-            (_, p) if p.ends_with("/jobs/nope") => (404, fixture("notfound")),
-            (_, p) if p.ends_with("/jobs/hello-29000000") => (200, fixture("finished")),
-            (_, _) if watch => (200, fixture("watch")),
-            _ => (200, fixture("list")),
+            (Method::POST, _) => (201, fixtures::CREATE),
+            (_, p) if p.ends_with("/jobs/nope") => (404, fixtures::NOT_FOUND),
+            (_, p) if p.ends_with("/jobs/hello-29000000") => (200, fixtures::FINISHED),
+            (_, _) if watch => (200, fixtures::WATCH),
+            _ => (200, fixtures::LIST),
         };
         let content_type = match (pb, watch) {
             (true, true) => "application/vnd.kubernetes.protobuf;stream=watch",
@@ -166,31 +167,6 @@ impl Fixtures {
             .header(CONTENT_LENGTH, body.len())
             .body(Full::new(body))
             .expect("a response")
-    }
-}
-
-fn fixture(name: &str) -> (&'static [u8], &'static str) {
-    match name {
-        "create" => (
-            include_bytes!("cache/testdata/create.pb"),
-            include_str!("cache/testdata/create.json"),
-        ),
-        "notfound" => (
-            include_bytes!("cache/testdata/notfound.pb"),
-            include_str!("cache/testdata/notfound.json"),
-        ),
-        "finished" => (
-            include_bytes!("cache/testdata/finished.pb"),
-            include_str!("cache/testdata/finished.json"),
-        ),
-        "watch" => (
-            include_bytes!("cache/testdata/watch.pb"),
-            include_str!("cache/testdata/watch.json"),
-        ),
-        _ => (
-            include_bytes!("cache/testdata/list.pb"),
-            include_str!("cache/testdata/list.json"),
-        ),
     }
 }
 
@@ -259,12 +235,11 @@ async fn other_requests_keep_their_accept_and_their_answer() {
 
 #[tokio::test]
 async fn a_watch_stream_arriving_in_pieces_gives_each_event_once() {
-    let chunks: Vec<Result<http_body::Frame<Bytes>, Infallible>> =
-        crate::controller::cache::protobuf::tests::WATCH
-            .0
-            .chunks(5)
-            .map(|c| Ok(http_body::Frame::data(Bytes::copy_from_slice(c))))
-            .collect();
+    let chunks: Vec<Result<http_body::Frame<Bytes>, Infallible>> = fixtures::WATCH
+        .0
+        .chunks(5)
+        .map(|c| Ok(http_body::Frame::data(Bytes::copy_from_slice(c))))
+        .collect();
     let body = StreamBody::new(futures::stream::iter(chunks));
     let out = watch_body(body).collect().await.expect("body").to_bytes();
     let lines: Vec<&[u8]> = out
@@ -272,7 +247,7 @@ async fn a_watch_stream_arriving_in_pieces_gives_each_event_once() {
         .filter(|l| !l.is_empty())
         .collect();
     assert_eq!(lines.len(), 3);
-    let mut cut = crate::controller::cache::protobuf::tests::WATCH.0.to_vec();
+    let mut cut = fixtures::WATCH.0.to_vec();
     cut.truncate(cut.len() - 3);
     let body = Full::new(Bytes::from(cut));
     let out = watch_body(body).collect().await.expect("body").to_bytes();

@@ -8,42 +8,27 @@ use serde_json::Value;
 use super::*;
 use crate::controller::cache::SlimJob;
 
-const CREATE: (&[u8], &str) = (
-    include_bytes!("testdata/create.pb"),
-    include_str!("testdata/create.json"),
-);
-const FINISHED: (&[u8], &str) = (
-    include_bytes!("testdata/finished.pb"),
-    include_str!("testdata/finished.json"),
-);
-const DELETING: (&[u8], &str) = (
-    include_bytes!("testdata/deleting.pb"),
-    include_str!("testdata/deleting.json"),
-);
-const LIST: (&[u8], &str) = (
-    include_bytes!("testdata/list.pb"),
-    include_str!("testdata/list.json"),
-);
-const CONFLICT: (&[u8], &str) = (
-    include_bytes!("testdata/conflict.pb"),
-    include_str!("testdata/conflict.json"),
-);
-const INVALID: (&[u8], &str) = (
-    include_bytes!("testdata/invalid.pb"),
-    include_str!("testdata/invalid.json"),
-);
-const NOT_FOUND: (&[u8], &str) = (
-    include_bytes!("testdata/notfound.pb"),
-    include_str!("testdata/notfound.json"),
-);
-pub(crate) const WATCH: (&[u8], &str) = (
-    include_bytes!("testdata/watch.pb"),
-    include_str!("testdata/watch.json"),
-);
-const WATCH_ERROR: (&[u8], &str) = (
-    include_bytes!("testdata/watch-error.pb"),
-    include_str!("testdata/watch-error.json"),
-);
+/// A fixture: the server's answer in protobuf and in JSON.
+pub(crate) type Fixture = (&'static [u8], &'static str);
+
+macro_rules! fixture {
+    ($name:literal) => {
+        (
+            include_bytes!(concat!("testdata/", $name, ".pb")),
+            include_str!(concat!("testdata/", $name, ".json")),
+        )
+    };
+}
+
+pub(crate) const CREATE: Fixture = fixture!("create");
+pub(crate) const FINISHED: Fixture = fixture!("finished");
+pub(crate) const DELETING: Fixture = fixture!("deleting");
+pub(crate) const LIST: Fixture = fixture!("list");
+pub(crate) const CONFLICT: Fixture = fixture!("conflict");
+pub(crate) const INVALID: Fixture = fixture!("invalid");
+pub(crate) const NOT_FOUND: Fixture = fixture!("notfound");
+pub(crate) const WATCH: Fixture = fixture!("watch");
+pub(crate) const WATCH_ERROR: Fixture = fixture!("watch-error");
 
 fn slim(json: &[u8]) -> SlimJob {
     serde_json::from_slice(json).expect("a Job")
