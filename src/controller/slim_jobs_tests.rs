@@ -254,3 +254,110 @@ async fn a_watch_stream_arriving_in_pieces_gives_each_event_once() {
     // The last frame never arrived whole: two events, and no error.
     assert_eq!(out.iter().filter(|b| **b == b'\n').count(), 2);
 }
+
+/// What the server behind the layer received for one request: its content type and body.
+async fn sent(method: Method, uri: &str, content_type: &str, body: Vec<u8>) -> (String, Bytes) {
+    let seen: Arc<Mutex<Option<(String, Bytes)>>> = Arc::default();
+    let record = seen.clone();
+    let service = tower::service_fn(move |r: Request<kube::client::Body>| {
+        let record = record.clone();
+        async move {
+            let content_type = r
+                .headers()
+                .get(CONTENT_TYPE)
+                .map_or(String::new(), |c| c.to_str().expect("ASCII").to_string());
+            let body = r.into_body().collect_bytes().await.expect("a body");
+            *record.lock().expect("lock") = Some((content_type, body));
+            Ok::<_, Infallible>(
+                Response::builder()
+                    .status(201)
+                    .header(CONTENT_TYPE, "application/json")
+                    .body(Full::new(Bytes::from_static(fixtures::CREATE.1.as_bytes())))
+                    .expect("a response"),
+            )
+        }
+    });
+    let request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .header(CONTENT_TYPE, content_type)
+        .body(kube::client::Body::from(body))
+        .expect("a request");
+    tower::ServiceExt::oneshot(SlimJobsLayer.layer(service), request)
+        .await
+        .expect("an answer");
+    let seen = seen.lock().expect("lock").take();
+    seen.expect("the server was called")
+}
+
+const JOBS: &str = "/apis/batch/v1/namespaces/team-a/jobs?fieldManager=kronjob";
+
+#[tokio::test]
+async fn a_created_job_is_sent_in_protobuf() {
+    let job = crate::proto::tests::rich_job();
+    let json = serde_json::to_vec(&job).expect("JSON");
+    let (content_type, body) = sent(Method::POST, JOBS, "application/json", json).await;
+    assert_eq!(content_type, MEDIA_TYPE);
+    let (api_version, kind, read) = crate::proto::tests::read_job(&body);
+    assert_eq!((api_version.as_str(), kind.as_str()), ("batch/v1", "Job"));
+    assert_eq!(read["metadata"]["name"], job["metadata"]["name"]);
+    assert_eq!(
+        read["spec"]["template"]["spec"]["containers"][0]["args"],
+        job["spec"]["template"]["spec"]["containers"][0]["args"]
+    );
+    // The same bytes as the encoder's.
+    assert_eq!(body, crate::proto::job(&job).expect("encodes"));
+}
+
+#[tokio::test]
+async fn a_job_the_schema_cannot_write_and_other_bodies_are_sent_as_they_were() {
+    let mut newer = crate::proto::tests::rich_job();
+    newer["spec"]["template"]["spec"]["someFieldOfKubernetes2"] = serde_json::json!(true);
+    let newer = serde_json::to_vec(&newer).expect("JSON");
+    let rich = serde_json::to_vec(&crate::proto::tests::rich_job()).expect("JSON");
+    let cases: [(&str, Method, &str, &str, Vec<u8>); 5] = [
+        (
+            "a field the schema lacks",
+            Method::POST,
+            JOBS,
+            "application/json",
+            newer,
+        ),
+        (
+            "not JSON",
+            Method::POST,
+            JOBS,
+            "application/json",
+            b"{not json".to_vec(),
+        ),
+        (
+            "a dry run",
+            Method::POST,
+            "/apis/batch/v1/namespaces/a/jobs?dryRun=All",
+            "application/json",
+            rich.clone(),
+        ),
+        (
+            "a patch",
+            Method::PATCH,
+            "/apis/batch/v1/namespaces/a/jobs/j",
+            "application/merge-patch+json",
+            rich.clone(),
+        ),
+        (
+            "another resource",
+            Method::POST,
+            "/api/v1/namespaces/a/pods",
+            "application/json",
+            rich,
+        ),
+    ];
+    for (what, method, uri, content_type, body) in cases {
+        let (got_type, got_body) = sent(method, uri, content_type, body.clone()).await;
+        assert_eq!(
+            (got_type.as_str(), &got_body[..]),
+            (content_type, &body[..]),
+            "{what}"
+        );
+    }
+}

@@ -16,12 +16,15 @@ use kube::client::DynBody;
 use kube::{Resource, ResourceExt};
 use serde_json::{Value, json};
 use tower::layer::util::Stack;
-use tower::util::MapResponseLayer;
+use tower::util::{MapRequestLayer, MapResponseLayer};
 
 use crate::harness::{Ctx, Env, apply};
 use crate::observe::cronjob;
 
-crate::cases!(protobuf: jobs_read_in_protobuf_read_as_they_do_in_json);
+crate::cases!(
+    protobuf: jobs_read_in_protobuf_read_as_they_do_in_json,
+    a_job_created_in_protobuf_is_the_job_created_in_json
+);
 
 fn encoded(value: &impl serde::Serialize) -> Value {
     serde_json::to_value(value).expect("encodes")
@@ -186,5 +189,165 @@ async fn jobs_read_in_protobuf_read_as_they_do_in_json(ctx: Ctx) {
         serde_json::from_slice(&object_to_json(&body).expect("reads")).expect("a slim Job");
     assert_eq!(read, theirs.get("owner-29000000").await.expect("get"));
     assert_eq!(read.name_any(), "owner-29000000");
+    env.cleanup().await;
+}
+
+/// A Job with a field of each kind the encoder writes: maps, lists of strings, numbers and
+/// messages, int-or-strings of both types, quantities, booleans, empty objects, and messages
+/// embedded inline (a volume's source, a probe's handler, a secret key's name).
+fn rich_job(name: &str) -> Value {
+    json!({
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {
+            "name": name,
+            "labels": {"app": "report", "tier": "batch"},
+            "annotations": {"example.com/owner": "team-a", "empty": ""}
+        },
+        "spec": {
+            "suspend": true,
+            "backoffLimit": 0,
+            "activeDeadlineSeconds": 600,
+            "ttlSecondsAfterFinished": 3600,
+            "completions": 3,
+            "parallelism": 2,
+            "completionMode": "Indexed",
+            "podFailurePolicy": {"rules": [
+                {"action": "FailJob", "onExitCodes": {"containerName": "main", "operator": "In", "values": [42, 255]}},
+                {"action": "Ignore", "onPodConditions": [{"type": "DisruptionTarget", "status": "True"}]}
+            ]},
+            "template": {
+                "metadata": {"labels": {"app": "report"}, "annotations": {"sidecar": "off"}},
+                "spec": {
+                    "restartPolicy": "Never",
+                    "serviceAccountName": "reporter",
+                    "containers": [{
+                        "name": "main",
+                        "image": "busybox:1.36",
+                        "command": ["/bin/sh", "-c"],
+                        "args": ["date; echo héllo ✓"],
+                        "ports": [{"name": "http", "containerPort": 8080}],
+                        "env": [
+                            {"name": "MODE", "value": "full"},
+                            {"name": "TOKEN", "valueFrom": {"secretKeyRef": {"name": "tok", "key": "t", "optional": true}}}
+                        ],
+                        "envFrom": [{"configMapRef": {"name": "cfg"}, "prefix": "CFG_"}],
+                        "resources": {"limits": {"cpu": "500m", "memory": "128Mi"}, "requests": {"cpu": "250m", "memory": "64Mi"}},
+                        "volumeMounts": [{"name": "data", "mountPath": "/data"}, {"name": "cfg", "mountPath": "/etc/cfg", "readOnly": true}],
+                        "livenessProbe": {"httpGet": {"path": "/healthz", "port": "http"}, "periodSeconds": 10},
+                        "readinessProbe": {"tcpSocket": {"port": 8080}, "initialDelaySeconds": 0},
+                        "securityContext": {"runAsNonRoot": true, "runAsUser": 1000, "allowPrivilegeEscalation": false, "capabilities": {"drop": ["ALL"]}}
+                    }],
+                    "volumes": [
+                        {"name": "data", "emptyDir": {}},
+                        {"name": "scratch", "emptyDir": {"sizeLimit": "1Gi"}},
+                        {"name": "cfg", "configMap": {"name": "report-config", "items": [{"key": "a", "path": "a.conf"}], "defaultMode": 420}}
+                    ],
+                    "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {"nodeSelectorTerms": [
+                        {"matchExpressions": [{"key": "kubernetes.io/arch", "operator": "In", "values": ["amd64", "arm64"]}]}
+                    ]}}},
+                    "tolerations": [{"key": "batch", "operator": "Equal", "value": "true", "effect": "NoExecute", "tolerationSeconds": 30}],
+                    "nodeSelector": {"pool": "batch"},
+                    "securityContext": {}
+                }
+            }
+        }
+    })
+}
+
+/// What a created Job holds that does not depend on its name or identity.
+fn comparable(job: &Value, name: &str) -> Value {
+    let mut job = job.clone();
+    let uid = job["metadata"]["uid"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let meta = job["metadata"].as_object_mut().expect("metadata");
+    for key in ["name", "uid", "resourceVersion", "creationTimestamp"] {
+        meta.remove(key);
+    }
+    // The fields the server recorded as set by the create.
+    let fields = meta.remove("managedFields").expect("managed fields")[0]["fieldsV1"].clone();
+    meta.insert("fieldsV1".into(), fields);
+    let text = serde_json::to_string(&job).expect("JSON");
+    serde_json::from_str(&text.replace(&uid, "UID").replace(name, "NAME")).expect("JSON")
+}
+
+async fn a_job_created_in_protobuf_is_the_job_created_in_json(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    let options = ClientOptions {
+        kubeconfig: Some(env.kubeconfig.clone()),
+        context: None,
+    };
+    // The media type of every request body the layer sent.
+    let sent = Arc::new(Mutex::new(Vec::<String>::new()));
+    let record = {
+        let sent = Arc::clone(&sent);
+        MapRequestLayer::new(move |r: http::Request<kube::client::Body>| {
+            let media = r
+                .headers()
+                .get(http::header::CONTENT_TYPE)
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or_default()
+                .to_string();
+            sent.lock().expect("lock").push(media);
+            r
+        })
+    };
+    let client = kronjob::client::client_with_layer(&options, &Stack::new(record, SlimJobsLayer))
+        .await
+        .expect("the controllers' client");
+    let ours: Api<Job> = Api::namespaced(client.clone(), &env.namespace);
+    let theirs: Api<Job> = env.api();
+
+    let in_protobuf: Job = serde_json::from_value(rich_job("in-protobuf")).expect("a Job");
+    let in_json: Job = serde_json::from_value(rich_job("in-json")).expect("a Job");
+    ours.create(&PostParams::default(), &in_protobuf)
+        .await
+        .expect("create through the protobuf client");
+    theirs
+        .create(&PostParams::default(), &in_json)
+        .await
+        .expect("create in JSON");
+    assert_eq!(
+        sent.lock().expect("lock").as_slice(),
+        [MEDIA_TYPE],
+        "the create went in protobuf"
+    );
+    let a = encoded(&theirs.get("in-protobuf").await.expect("get"));
+    let b = encoded(&theirs.get("in-json").await.expect("get"));
+    assert_eq!(
+        a["spec"]["template"]["spec"]["volumes"][0]["emptyDir"],
+        json!({})
+    );
+    assert_eq!(
+        a["spec"]["template"]["spec"]["containers"][0]["env"][1]["valueFrom"]["secretKeyRef"]["name"],
+        "tok"
+    );
+    assert_json_diff::assert_json_eq!(comparable(&a, "in-protobuf"), comparable(&b, "in-json"));
+
+    // A field the schema does not know goes as the JSON it was, and the server says what it
+    // says of it in JSON (here: drops it with a warning).
+    let mut newer = rich_job("newer");
+    newer["spec"]["template"]["spec"]["containers"][0]["notAField"] = json!(true);
+    let dynamic: Api<kube::api::DynamicObject> = Api::namespaced_with(
+        client,
+        &env.namespace,
+        &kube::discovery::ApiResource::erase::<Job>(&()),
+    );
+    let newer: kube::api::DynamicObject = serde_json::from_value(newer).expect("an object");
+    dynamic
+        .create(&PostParams::default(), &newer)
+        .await
+        .expect("create in JSON");
+    assert_eq!(
+        sent.lock().expect("lock").last().map(String::as_str),
+        Some("application/json")
+    );
+    let got = encoded(&theirs.get("newer").await.expect("get"));
+    assert_eq!(
+        got["spec"]["template"]["spec"]["containers"][0]["image"],
+        "busybox:1.36"
+    );
     env.cleanup().await;
 }
