@@ -134,6 +134,10 @@ struct Args {
     /// as a controller's cache does) or `meta+full`; each in a namespace of its own.
     #[arg(long = "floor-watch", value_parser = ["meta", "full", "meta+full"])]
     floor_watch: Vec<String>,
+    /// Also measure the floor with kronjob's Jobs sent and read in protobuf, through the layer
+    /// kronjob's client uses (before the run, and after it unless `--no-floor-after`).
+    #[arg(long)]
+    floor_protobuf: bool,
     /// Measure the heap bytes per cached CronJob and Job on the run's objects.
     #[arg(long)]
     sizes: bool,
@@ -709,6 +713,8 @@ struct Floor {
     watch: String,
     /// The Jobs were the ones kronjob makes (else bare Jobs).
     as_kronjob: bool,
+    /// The creates were sent and answered in protobuf (else JSON).
+    protobuf: bool,
     creates: usize,
     in_flight: usize,
     seconds: f64,
@@ -720,7 +726,7 @@ struct Floor {
 }
 
 async fn floor(client: &kube::Client, ns: &str, args: &Args) -> Result<Floor, BoxError> {
-    floor_watched(client, ns, args, "", false).await
+    floor_watched(client, client, ns, args, "", false).await
 }
 
 /// Lock `m`, poisoned or not.
@@ -742,7 +748,10 @@ fn mark<K>(e: Result<watcher::Event<K>, watcher::Error>) -> Option<bool> {
 /// by `+`, or empty for none), each draining its events until the creates are done.
 /// With `as_kronjob`, the Jobs are the ones kronjob makes for its CronJobs' slots (built by
 /// the same code: labels, annotation, owner reference), else bare Jobs of the same template.
+/// The creates go through `creates` (kronjob's protobuf layer or not), the rest through
+/// `client`.
 async fn floor_watched(
+    creates: &kube::Client,
     client: &kube::Client,
     ns: &str,
     args: &Args,
@@ -751,6 +760,8 @@ async fn floor_watched(
 ) -> Result<Floor, BoxError> {
     create_namespace(client, ns).await?;
     let api: Api<Job> = Api::namespaced(client.clone(), ns);
+    let creating: Api<Job> = Api::namespaced(creates.clone(), ns);
+    let protobuf = !std::ptr::eq(creates, client);
     // Arrivals (seconds after `started`) of the objects a `meta` watch saw.
     let arrivals: Arc<Mutex<Vec<f64>>> = Arc::default();
     let started = Arc::new(Mutex::new(Instant::now()));
@@ -796,10 +807,11 @@ async fn floor_watched(
         let _ = seen.await;
     }
     let what = if as_kronjob { "kronjob-made" } else { "bare" };
-    eprintln!("floor: {} {what} Job creates in {ns}", args.cronjobs);
+    let how = if protobuf { " (protobuf)" } else { "" };
+    eprintln!("floor: {} {what} Job creates{how} in {ns}", args.cronjobs);
     *guard(&started) = Instant::now();
     let slot = next_minute(Timestamp::now());
-    let latencies = create_all(&api, args.cronjobs, args.in_flight, |i| {
+    let latencies = create_all(&creating, args.cronjobs, args.in_flight, |i| {
         let bare = || Job {
             metadata: meta(format!("bare-{i:05}")),
             spec: Some(job_spec(&args.image)),
@@ -826,6 +838,7 @@ async fn floor_watched(
     Ok(Floor {
         watch: watch.to_string(),
         as_kronjob,
+        protobuf,
         creates: args.cronjobs,
         in_flight: args.in_flight,
         seconds,
@@ -1493,11 +1506,15 @@ struct Report {
     floor_before: Option<Floor>,
     /// The floor with the Jobs kronjob makes.
     floor_kronjob: Option<Floor>,
+    /// The same, sent and answered in protobuf (`--floor-protobuf`).
+    floor_kronjob_protobuf: Option<Floor>,
     /// The floors with `--floor-watch` watches open.
     floor_watched: Vec<Floor>,
     floor_after: Option<Floor>,
     /// After the slots, the Jobs kronjob makes, watched as the slots' are.
     floor_kronjob_after: Option<Floor>,
+    /// The same, sent and answered in protobuf (`--floor-protobuf`).
+    floor_kronjob_protobuf_after: Option<Floor>,
     phases: Vec<Phase>,
     sizes: Option<sizes::Sizes>,
 }
@@ -1578,6 +1595,9 @@ fn summary_table(out: &mut String, r: &Report) {
         .as_ref()
         .and_then(|f| f.arrived)
         .map(|a| a.p99);
+    let arrival_p99 = |f: &Option<Floor>| f.as_ref().and_then(|f| f.arrived).map(|a| a.p99);
+    let floor_same_pb = arrival_p99(&r.floor_kronjob_protobuf);
+    let floor_end_pb = arrival_p99(&r.floor_kronjob_protobuf_after);
     let sum = if sharded(r) {
         ", sum of the replicas"
     } else {
@@ -1636,6 +1656,22 @@ fn summary_table(out: &mut String, r: &Report) {
             "last slot's p99 skew (arrival) / floor p99 arrival after the slots (kronjob's Jobs, same watch)".into(),
             Box::new(move |p| {
                 match (p.slots.last().and_then(|s| s.skew_arrived), floor_end) {
+                    (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
+                    _ => "-".into(),
+                }
+            }),
+        ),
+        (
+            "p99 skew (arrival) / floor p99 arrival (kronjob's Jobs in protobuf, same watch)".into(),
+            Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor_same_pb) {
+                (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
+                _ => "-".into(),
+            }),
+        ),
+        (
+            "last slot's p99 skew (arrival) / floor p99 arrival after the slots (kronjob's Jobs in protobuf, same watch)".into(),
+            Box::new(move |p| {
+                match (p.slots.last().and_then(|s| s.skew_arrived), floor_end_pb) {
                     (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
                     _ => "-".into(),
                 }
@@ -1832,6 +1868,11 @@ fn table(r: &Report) -> String {
         "before, kronjob's Jobs, observed as the controller's are",
         &r.floor_kronjob,
     );
+    floor_row(
+        &mut out,
+        "before, kronjob's Jobs in protobuf (kronjob's client layer), observed alike",
+        &r.floor_kronjob_protobuf,
+    );
     for f in &r.floor_watched {
         let what = format!("with a `{}` Job watch open", f.watch);
         floor_row(&mut out, &what, &Some(f.clone()));
@@ -1843,7 +1884,12 @@ fn table(r: &Report) -> String {
     );
     floor_row(
         &mut out,
-        "after the slots and the line above, bare",
+        "after the slots, kronjob's Jobs in protobuf, observed alike",
+        &r.floor_kronjob_protobuf_after,
+    );
+    floor_row(
+        &mut out,
+        "after the slots and the lines above, bare",
         &r.floor_after,
     );
     out.push('\n');
@@ -1886,21 +1932,48 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     let client = plane.client().await?;
     install_crd(&client).await?;
     let floor_before = Some(floor(&client, "scale-floor-before", &args).await?);
-    let floor_kronjob =
-        Some(floor_watched(&client, "scale-floor-kronjob-jobs", &args, "meta", true).await?);
-    // Its Jobs carry kronjob's labels: gone before kronjob starts, or its caches would hold them.
-    let took = delete_namespaces(&client, &["scale-floor-kronjob-jobs".to_string()]).await?;
-    eprintln!("deleted scale-floor-kronjob-jobs in {took:.0} s");
+    let floor_kronjob = Some(
+        floor_watched(
+            &client,
+            &client,
+            "scale-floor-kronjob-jobs",
+            &args,
+            "meta",
+            true,
+        )
+        .await?,
+    );
+    let protobuf_client = kronjob::client::client_with_layer(
+        &kronjob::client::ClientOptions {
+            kubeconfig: Some(plane.kubeconfig().to_path_buf()),
+            context: None,
+        },
+        &kronjob::controller::slim_jobs::SlimJobsLayer,
+    )
+    .await?;
+    let mut floor_kronjob_protobuf = None;
+    let mut kronjob_jobs = vec!["scale-floor-kronjob-jobs".to_string()];
+    if args.floor_protobuf {
+        let ns = "scale-floor-kronjob-jobs-protobuf";
+        floor_kronjob_protobuf =
+            Some(floor_watched(&protobuf_client, &client, ns, &args, "meta", true).await?);
+        kronjob_jobs.push(ns.into());
+    }
+    // Their Jobs carry kronjob's labels: gone before kronjob starts, or its caches would hold
+    // them.
+    let took = delete_namespaces(&client, &kronjob_jobs).await?;
+    eprintln!("deleted {kronjob_jobs:?} in {took:.0} s");
     let mut floor_watched_all = Vec::new();
     let mut doomed = vec!["scale-floor-before".to_string()];
     for (i, watch) in args.floor_watch.iter().enumerate() {
         let ns = format!("scale-floor-watch-{i}");
-        floor_watched_all.push(floor_watched(&client, &ns, &args, watch, false).await?);
+        floor_watched_all.push(floor_watched(&client, &client, &ns, &args, watch, false).await?);
         doomed.push(ns);
     }
     let mut phases = Vec::new();
     let mut floor_after = None;
     let mut floor_kronjob_after = None;
+    let mut floor_kronjob_protobuf_after = None;
     let mut sizes = None;
     if !args.no_kronjob {
         phases.push(phase(Which::Kronjob, "scale-kronjob", &args, &assets, &mut plane).await?);
@@ -1912,8 +1985,15 @@ async fn run(args: Args) -> Result<Report, BoxError> {
             // kronjob's Jobs first: the server then holds what it held at the end of the
             // last slot, and the bare floor comes after with 10,000 more Jobs stored.
             let ns = "scale-floor-kronjob-jobs-after";
-            floor_kronjob_after = Some(floor_watched(&client, ns, &args, "meta", true).await?);
+            floor_kronjob_after =
+                Some(floor_watched(&client, &client, ns, &args, "meta", true).await?);
             doomed.push(ns.into());
+            if args.floor_protobuf {
+                let ns = "scale-floor-kronjob-jobs-protobuf-after";
+                floor_kronjob_protobuf_after =
+                    Some(floor_watched(&protobuf_client, &client, ns, &args, "meta", true).await?);
+                doomed.push(ns.into());
+            }
             floor_after = Some(floor(&client, "scale-floor-after", &args).await?);
             doomed.push("scale-floor-after".into());
         }
@@ -1946,9 +2026,11 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         load_after: load(),
         floor_before,
         floor_kronjob,
+        floor_kronjob_protobuf,
         floor_watched: floor_watched_all,
         floor_after,
         floor_kronjob_after,
+        floor_kronjob_protobuf_after,
         phases,
         sizes,
     })
@@ -2113,6 +2195,7 @@ mod tests {
         let mut floor = Floor {
             watch: String::new(),
             as_kronjob: false,
+            protobuf: false,
             creates: 10_000,
             in_flight: 32,
             seconds: 6.5,
