@@ -693,6 +693,50 @@ async fn request_counts(client: &kube::Client) -> BTreeMap<String, f64> {
     out
 }
 
+/// The API server's own time for Job creates so far (`apiserver_request_duration_seconds` of
+/// POST batch/v1 jobs, dry runs excluded): seconds summed, and how many.
+async fn create_time(client: &kube::Client) -> Option<(f64, f64)> {
+    let request = http::Request::get("/metrics").body(Vec::new()).ok()?;
+    let text = client.request_text(request).await.ok()?;
+    Some(create_time_in(&text))
+}
+
+/// [`create_time`] read from the API server's metrics text.
+fn create_time_in(text: &str) -> (f64, f64) {
+    let (mut sum, mut count) = (0.0, 0.0);
+    for line in text.lines() {
+        let Some((name, rest)) = line.split_once('{') else {
+            continue;
+        };
+        let into = match name {
+            "apiserver_request_duration_seconds_sum" => &mut sum,
+            "apiserver_request_duration_seconds_count" => &mut count,
+            _ => continue,
+        };
+        let Some((labels, value)) = rest.rsplit_once(' ') else {
+            continue;
+        };
+        let ours = [
+            "verb=\"POST\"",
+            "group=\"batch\"",
+            "resource=\"jobs\"",
+            "dry_run=\"\"",
+        ]
+        .iter()
+        .all(|l| labels.contains(l));
+        if ours {
+            *into += value.parse::<f64>().unwrap_or(0.0);
+        }
+    }
+    (sum, count)
+}
+
+/// The mean server-side time of the creates between two [`create_time`]s, milliseconds.
+fn mean_ms(before: Option<(f64, f64)>, after: Option<(f64, f64)>) -> Option<f64> {
+    let ((s0, c0), (s1, c1)) = (before?, after?);
+    (c1 > c0).then(|| (s1 - s0) / (c1 - c0) * 1e3)
+}
+
 fn diff(after: &BTreeMap<String, f64>, before: &BTreeMap<String, f64>) -> BTreeMap<String, u64> {
     after
         .iter()
@@ -723,6 +767,8 @@ struct Floor {
     latency: Option<Spread>,
     /// Arrival at the `meta` watch after the first create was sent, seconds.
     arrived: Option<Spread>,
+    /// The API server's mean time per create (its request duration), milliseconds.
+    server_ms: Option<f64>,
 }
 
 async fn floor(client: &kube::Client, ns: &str, args: &Args) -> Result<Floor, BoxError> {
@@ -809,6 +855,7 @@ async fn floor_watched(
     let what = if as_kronjob { "kronjob-made" } else { "bare" };
     let how = if protobuf { " (protobuf)" } else { "" };
     eprintln!("floor: {} {what} Job creates{how} in {ns}", args.cronjobs);
+    let server_before = create_time(client).await;
     *guard(&started) = Instant::now();
     let slot = next_minute(Timestamp::now());
     let latencies = create_all(&creating, args.cronjobs, args.in_flight, |i| {
@@ -835,6 +882,7 @@ async fn floor_watched(
         w.abort();
     }
     let arrived = Spread::of(std::mem::take(&mut *guard(&arrivals)));
+    let server_ms = mean_ms(server_before, create_time(client).await);
     Ok(Floor {
         watch: watch.to_string(),
         as_kronjob,
@@ -845,6 +893,7 @@ async fn floor_watched(
         per_second: args.cronjobs as f64 / seconds,
         latency: Spread::of(latencies),
         arrived,
+        server_ms,
     })
 }
 
@@ -907,6 +956,8 @@ struct Phase {
     apiserver_cpu_s: f64,
     /// The API server's request counters over the phase.
     requests: BTreeMap<String, u64>,
+    /// The API server's mean time per Job create over the phase, milliseconds.
+    server_create_ms: Option<f64>,
 }
 
 /// One controller process of a phase (a kronjob replica).
@@ -1351,6 +1402,7 @@ async fn phase(
         }
     });
     let requests_before = request_counts(&client).await;
+    let creates_before = create_time(&client).await;
     let apiserver_pid = plane.apiserver().map(|p| p.pid());
     let api_sampler = apiserver_pid.map(Sampler::start);
     let api_cpu_before = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s);
@@ -1421,6 +1473,7 @@ async fn phase(
     let replicas = replicas_at_end(&controllers, &samplers, per_replica).await;
     let end = total(replicas.iter().map(|r| &r.end));
     let requests = diff(&request_counts(&client).await, &requests_before);
+    let server_create_ms = mean_ms(creates_before, create_time(&client).await);
     let apiserver_cpu_s = api_sampler.as_ref().map_or(0.0, |s| s.now().cpu_s) - api_cpu_before;
     for c in &mut controllers {
         stop(c);
@@ -1449,6 +1502,7 @@ async fn phase(
         jobs_at_end,
         apiserver_cpu_s,
         requests,
+        server_create_ms,
     })
 }
 
@@ -1533,7 +1587,7 @@ fn floor_row(out: &mut String, what: &str, f: &Option<Floor>) {
     if let Some(f) = f {
         let _ = writeln!(
             out,
-            "| {what} | {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms{} |",
+            "| {what} | {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms{}{} |",
             f.creates,
             f.in_flight,
             f.seconds,
@@ -1543,6 +1597,9 @@ fn floor_row(out: &mut String, what: &str, f: &Option<Floor>) {
                 l.p50 * 1e3,
                 l.p99 * 1e3,
                 l.max * 1e3
+            )),
+            f.server_ms.map_or(String::new(), |ms| format!(
+                " (mean {ms:.1} ms in the API server)"
             )),
             f.arrived.map_or(String::new(), |a| format!(
                 "; arrival at the metadata watch p50/p99/max {:.2} / {:.2} / {:.2} s (p1/p10/p25 {})",
@@ -1676,6 +1733,10 @@ fn summary_table(out: &mut String, r: &Report) {
                     _ => "-".into(),
                 }
             }),
+        ),
+        (
+            "the API server's mean time per Job create (all slots), ms".into(),
+            Box::new(|p| opt(p.server_create_ms, 1)),
         ),
         (
             "Jobs missing / duplicate (all slots)".into(),
@@ -2202,6 +2263,7 @@ mod tests {
             per_second: 1538.46,
             latency: spread(0.0171, 0.0556, 0.0759),
             arrived: None,
+            server_ms: None,
         };
         let mut out = String::new();
         floor_row(&mut out, "before", &Some(floor.clone()));
@@ -2218,6 +2280,25 @@ mod tests {
         let mut out = String::new();
         floor_row(&mut out, "none", &None);
         assert_eq!(out, "");
+    }
+
+    #[test]
+    fn the_api_servers_create_time_counts_job_creates_only() {
+        let text = r#"# TYPE apiserver_request_duration_seconds histogram
+apiserver_request_duration_seconds_bucket{component="apiserver",dry_run="",group="batch",resource="jobs",scope="resource",subresource="",verb="POST",version="v1",le="0.005"} 3
+apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="batch",resource="jobs",scope="resource",subresource="",verb="POST",version="v1"} 200.5
+apiserver_request_duration_seconds_count{component="apiserver",dry_run="",group="batch",resource="jobs",scope="resource",subresource="",verb="POST",version="v1"} 10000
+apiserver_request_duration_seconds_sum{component="apiserver",dry_run="All",group="batch",resource="jobs",scope="resource",subresource="",verb="POST",version="v1"} 9
+apiserver_request_duration_seconds_count{component="apiserver",dry_run="All",group="batch",resource="jobs",scope="resource",subresource="",verb="POST",version="v1"} 9
+apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="batch",resource="cronjobs",scope="resource",subresource="",verb="POST",version="v1"} 7
+apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="batch",resource="jobs",scope="resource",subresource="",verb="GET",version="v1"} 5
+"#;
+        assert_eq!(create_time_in(text), (200.5, 10000.0));
+        assert_eq!(
+            mean_ms(Some((100.0, 5000.0)), Some((200.5, 10000.0))),
+            Some(20.1)
+        );
+        assert_eq!(mean_ms(Some((1.0, 1.0)), Some((1.0, 1.0))), None);
     }
 
     #[test]
