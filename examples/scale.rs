@@ -769,6 +769,8 @@ struct Floor {
     arrived: Option<Spread>,
     /// The API server's mean time per create (its request duration), milliseconds.
     server_ms: Option<f64>,
+    /// When the creates began (UTC time of day).
+    at: String,
 }
 
 async fn floor(client: &kube::Client, ns: &str, args: &Args) -> Result<Floor, BoxError> {
@@ -856,6 +858,7 @@ async fn floor_watched(
     let how = if protobuf { " (protobuf)" } else { "" };
     eprintln!("floor: {} {what} Job creates{how} in {ns}", args.cronjobs);
     let server_before = create_time(client).await;
+    let at = time_of_day(Timestamp::now());
     *guard(&started) = Instant::now();
     let slot = next_minute(Timestamp::now());
     let latencies = create_all(&creating, args.cronjobs, args.in_flight, |i| {
@@ -894,6 +897,7 @@ async fn floor_watched(
         latency: Spread::of(latencies),
         arrived,
         server_ms,
+        at,
     })
 }
 
@@ -1571,6 +1575,9 @@ struct Report {
     floor_kronjob_protobuf_after: Option<Floor>,
     phases: Vec<Phase>,
     sizes: Option<sizes::Sizes>,
+    /// etcd's snapshots and compactions over the run, from its log: they slow whatever runs
+    /// then.
+    etcd_housekeeping: Vec<String>,
 }
 
 fn load() -> String {
@@ -1587,7 +1594,8 @@ fn floor_row(out: &mut String, what: &str, f: &Option<Floor>) {
     if let Some(f) = f {
         let _ = writeln!(
             out,
-            "| {what} | {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms{}{} |",
+            "| {what} | {}: {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms{}{} |",
+            f.at,
             f.creates,
             f.in_flight,
             f.seconds,
@@ -1966,6 +1974,13 @@ fn table(r: &Report) -> String {
         out.push('\n');
         out.push_str(&s.table());
     }
+    if !r.etcd_housekeeping.is_empty() {
+        let _ = writeln!(
+            out,
+            "\netcd's housekeeping (it slows whatever runs then): {}",
+            r.etcd_housekeeping.join("; ")
+        );
+    }
     out
 }
 
@@ -2073,6 +2088,9 @@ async fn run(args: Args) -> Result<Report, BoxError> {
             .await?,
         );
     }
+    let etcd_housekeeping = std::fs::read_to_string(plane.dir().join("etcd.log"))
+        .map(|log| housekeeping(&log))
+        .unwrap_or_default();
     if args.keep {
         // Not dropped: its folder stays (its processes end with this one).
         eprintln!("keeping {}", plane.dir().display());
@@ -2094,7 +2112,35 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         floor_kronjob_protobuf_after,
         phases,
         sizes,
+        etcd_housekeeping,
     })
+}
+
+/// `t` as `HH:MM:SS` in UTC.
+fn time_of_day(t: Timestamp) -> String {
+    t.strftime("%H:%M:%S").to_string()
+}
+
+/// etcd's snapshots and the ends of its compactions in its log, each with its time of day.
+fn housekeeping(log: &str) -> Vec<String> {
+    log.lines()
+        .filter_map(|line| {
+            let what = if line.contains("start to snapshot") {
+                "snapshot".to_string()
+            } else if let Some((_, took)) = line.split_once("finished scheduled compaction") {
+                let took = took
+                    .split_once("(took ")
+                    .and_then(|(_, t)| t.strip_suffix(')'))
+                    .unwrap_or("?");
+                format!("compaction done (took {took})")
+            } else {
+                return None;
+            };
+            // "2026-11-27 15:50:37.577118 I | ..."
+            let time = line.split(' ').nth(1)?.split('.').next()?;
+            Some(format!("{time} {what}"))
+        })
+        .collect()
 }
 
 #[tokio::main]
@@ -2264,12 +2310,13 @@ mod tests {
             latency: spread(0.0171, 0.0556, 0.0759),
             arrived: None,
             server_ms: None,
+            at: "15:50:01".into(),
         };
         let mut out = String::new();
         floor_row(&mut out, "before", &Some(floor.clone()));
         assert_eq!(
             out,
-            "| before | 10000 creates, 32 in flight: 6.50 s (1538/s); per create p50/p99/max 17.1 / 55.6 / 75.9 ms |\n"
+            "| before | 15:50:01: 10000 creates, 32 in flight: 6.50 s (1538/s); per create p50/p99/max 17.1 / 55.6 / 75.9 ms |\n"
         );
         floor.arrived = spread(3.45, 6.77, 6.81);
         let mut out = String::new();
@@ -2299,6 +2346,24 @@ apiserver_request_duration_seconds_sum{component="apiserver",dry_run="",group="b
             Some(20.1)
         );
         assert_eq!(mean_ms(Some((1.0, 1.0)), Some((1.0, 1.0))), None);
+    }
+
+    #[test]
+    fn etcds_snapshots_and_compactions_are_read_from_its_log() {
+        let log = "2026-11-27 15:48:03.023166 I | embed: snapshot count = 100000
+2026-11-27 15:50:37.577118 I | etcdserver: start to snapshot (applied: 100006, lastsnap: 0)
+2026-11-27 15:50:37.580439 I | etcdserver: saved snapshot at index 100006
+2026-11-27 15:53:03.040709 I | mvcc: store.index: compact 160279
+2026-11-27 15:53:05.111537 I | mvcc: finished scheduled compaction at 160279 (took 1.959097843s)
+";
+        assert_eq!(
+            housekeeping(log),
+            [
+                "15:50:37 snapshot",
+                "15:53:05 compaction done (took 1.959097843s)"
+            ]
+        );
+        assert!(housekeeping("").is_empty());
     }
 
     #[test]
