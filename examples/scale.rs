@@ -931,6 +931,8 @@ struct Slot {
     /// The manager's own skew histogram over the slot: the bucket bounds holding p50 and p99,
     /// and the count, if it exports one.
     histogram: Option<(f64, f64, u64)>,
+    /// The API server's mean time per Job create over the slot, milliseconds.
+    server_create_ms: Option<f64>,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -1258,6 +1260,7 @@ fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Slot {
         events: events.len(),
         process: ProcSample::default(),
         histogram: None,
+        server_create_ms: None,
     }
 }
 
@@ -1445,10 +1448,14 @@ async fn phase(
     let mut slots = Vec::new();
     let mut per_replica: Vec<Vec<ProcSample>> = vec![Vec::new(); controllers.len()];
     let mut histogram = skew_histogram(&controllers).await;
+    let mut creates_seen = create_time(&client).await;
     for i in 0..args.slots {
         let slot = first.checked_add(SignedDuration::from_mins(i64::from(i)))?;
         sleep_until(slot.checked_add(SignedDuration::from_secs(55))?).await;
         let mut s = summarise_slot(&lock(&log), slot, &names);
+        let creates_now = create_time(&client).await;
+        s.server_create_ms = mean_ms(creates_seen, creates_now);
+        creates_seen = creates_now;
         let now = samples(&samplers);
         s.process = total(&now);
         for (replica, sample) in per_replica.iter_mut().zip(now) {
@@ -1810,11 +1817,11 @@ fn slot_table(out: &mut String, r: &Report) {
     let sum = if sharded(r) { " (sum)" } else { "" };
     let _ = writeln!(
         out,
-        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | skew arrival p1/p10/p25 s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB{sum} | CPU s{sum} | manager's skew histogram |"
+        "\n| controller | slot | Jobs | missing | dup | skew created p50/p99/max s | skew arrival p50/p99/max s | skew arrival p1/p10/p25 s | first status write s | status writes (before the last create) | first Event s | Events (before the last create) | RSS MiB{sum} | CPU s{sum} | manager's skew histogram | the API server's mean time per create, ms |"
     );
     let _ = writeln!(
         out,
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"
     );
     for p in &r.phases {
         for s in &p.slots {
@@ -1823,7 +1830,7 @@ fn slot_table(out: &mut String, r: &Report) {
             });
             let _ = writeln!(
                 out,
-                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {} |",
+                "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} | {} | {} |",
                 p.controller,
                 s.slot.strftime("%H:%M"),
                 s.jobs,
@@ -1839,6 +1846,7 @@ fn slot_table(out: &mut String, r: &Report) {
                 s.process.rss_mib,
                 s.process.cpu_s,
                 hist,
+                opt(s.server_create_ms, 1),
             );
         }
     }
