@@ -1582,8 +1582,7 @@ struct Report {
     floor_kronjob_protobuf_after: Option<Floor>,
     phases: Vec<Phase>,
     sizes: Option<sizes::Sizes>,
-    /// etcd's snapshots and compactions over the run, from its log: they slow whatever runs
-    /// then.
+    /// etcd's snapshots and compactions over the run, from its log.
     etcd_housekeeping: Vec<String>,
 }
 
@@ -1985,7 +1984,7 @@ fn table(r: &Report) -> String {
     if !r.etcd_housekeeping.is_empty() {
         let _ = writeln!(
             out,
-            "\netcd's housekeeping (it slows whatever runs then): {}",
+            "\netcd's housekeeping: {}",
             r.etcd_housekeeping.join("; ")
         );
     }

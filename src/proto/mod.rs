@@ -1,11 +1,11 @@
 //! A Job's JSON written as the Kubernetes API's protobuf (pure: JSON in, bytes out).
 //!
 //! The API server decodes a protobuf body for a fraction of what JSON costs it: in a burst of
-//! 10,000 Job creates on a 2-core server, decoding the JSON bodies took ~8% of its CPU. The
-//! encoder walks the JSON kronjob would have sent, field by field, through the schema of
-//! every message a Job reaches ([`schema`], generated from the API's `.proto` files in
-//! `proto/`), so every field the JSON holds is written, with the field number the API server
-//! reads it by.
+//! 10,000 Job creates on a 2-core server, decoding the bodies took 11.5% of its CPU as JSON
+//! and 4.5% as protobuf. The encoder walks the JSON kronjob would have sent, field by field,
+//! through the schema of every message a Job reaches ([`schema`], generated from the API's
+//! `.proto` files in `proto/`), so every field the JSON holds is written, with the field
+//! number the API server reads it by.
 //!
 //! It writes nothing it does not know: a field the schema lacks (a field newer than the
 //! schema, or a typo the API server would warn about), a value of the wrong type or out of
