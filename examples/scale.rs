@@ -1635,6 +1635,19 @@ fn worst(p: &Phase, f: impl Fn(&Slot) -> Option<Spread>) -> Option<Spread> {
     })
 }
 
+/// A p99 skew as a multiple of a floor, `-` when either is missing.
+fn ratio(skew: Option<Spread>, floor: Option<f64>) -> String {
+    match (skew, floor) {
+        (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
+        _ => "-".into(),
+    }
+}
+
+/// The watch-arrival skew of a phase's last slot.
+fn last_slot(p: &Phase) -> Option<Spread> {
+    p.slots.last().and_then(|s| s.skew_arrived)
+}
+
 /// A row of the summary table: its title and how a phase's cell is written.
 type SummaryRow = (String, Box<dyn Fn(&Phase) -> String>);
 
@@ -1711,42 +1724,23 @@ fn summary_table(out: &mut String, r: &Report) {
         ),
         (
             "p99 skew (arrival) / floor time".into(),
-            Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor) {
-                (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
-                _ => "-".into(),
-            }),
+            Box::new(move |p| ratio(worst(p, |s| s.skew_arrived), floor)),
         ),
         (
             "p99 skew (arrival) / floor p99 arrival (kronjob's Jobs, same watch)".into(),
-            Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor_same) {
-                (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
-                _ => "-".into(),
-            }),
+            Box::new(move |p| ratio(worst(p, |s| s.skew_arrived), floor_same)),
         ),
         (
             "last slot's p99 skew (arrival) / floor p99 arrival after the slots (kronjob's Jobs, same watch)".into(),
-            Box::new(move |p| {
-                match (p.slots.last().and_then(|s| s.skew_arrived), floor_end) {
-                    (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
-                    _ => "-".into(),
-                }
-            }),
+            Box::new(move |p| ratio(last_slot(p), floor_end)),
         ),
         (
             "p99 skew (arrival) / floor p99 arrival (kronjob's Jobs in protobuf, same watch)".into(),
-            Box::new(move |p| match (worst(p, |s| s.skew_arrived), floor_same_pb) {
-                (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
-                _ => "-".into(),
-            }),
+            Box::new(move |p| ratio(worst(p, |s| s.skew_arrived), floor_same_pb)),
         ),
         (
             "last slot's p99 skew (arrival) / floor p99 arrival after the slots (kronjob's Jobs in protobuf, same watch)".into(),
-            Box::new(move |p| {
-                match (p.slots.last().and_then(|s| s.skew_arrived), floor_end_pb) {
-                    (Some(s), Some(f)) => format!("{:.2}x", s.p99 / f),
-                    _ => "-".into(),
-                }
-            }),
+            Box::new(move |p| ratio(last_slot(p), floor_end_pb)),
         ),
         (
             "the API server's mean time per Job create (all slots), ms".into(),
