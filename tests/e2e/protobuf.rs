@@ -26,6 +26,15 @@ crate::cases!(
     a_job_created_in_protobuf_is_the_job_created_in_json
 );
 
+/// The media type a request or an answer says it carries.
+fn content_type(headers: &http::HeaderMap) -> String {
+    headers
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string()
+}
+
 fn encoded(value: &impl serde::Serialize) -> Value {
     serde_json::to_value(value).expect("encodes")
 }
@@ -67,13 +76,10 @@ async fn jobs_read_in_protobuf_read_as_they_do_in_json(ctx: Ctx) {
     let record = {
         let answered = Arc::clone(&answered);
         MapResponseLayer::new(move |r: http::Response<Box<DynBody>>| {
-            let media = r
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            answered.lock().expect("lock").push(media);
+            answered
+                .lock()
+                .expect("lock")
+                .push(content_type(r.headers()));
             r
         })
     };
@@ -255,9 +261,12 @@ fn rich_job(name: &str) -> Value {
     })
 }
 
-/// What a created Job holds that does not depend on its name or identity.
+/// What a create made of a Job, whatever its name or identity: its metadata, its spec and the
+/// fields the server recorded as set by the create. Its status is the Job controller's, which
+/// may have written it for one Job and not yet for the other.
 fn comparable(job: &Value, name: &str) -> Value {
     let mut job = job.clone();
+    job.as_object_mut().expect("a Job").remove("status");
     let uid = job["metadata"]["uid"]
         .as_str()
         .unwrap_or_default()
@@ -266,9 +275,15 @@ fn comparable(job: &Value, name: &str) -> Value {
     for key in ["name", "uid", "resourceVersion", "creationTimestamp"] {
         meta.remove(key);
     }
-    // The fields the server recorded as set by the create.
-    let fields = meta.remove("managedFields").expect("managed fields")[0]["fieldsV1"].clone();
-    meta.insert("fieldsV1".into(), fields);
+    // The fields the server recorded as set by the create (not by a status write).
+    let managed = meta.remove("managedFields").expect("managed fields");
+    let created = managed
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find(|m| m.get("subresource").is_none())
+        .expect("the create's entry");
+    meta.insert("fieldsV1".into(), created["fieldsV1"].clone());
     let text = serde_json::to_string(&job).expect("JSON");
     serde_json::from_str(&text.replace(&uid, "UID").replace(name, "NAME")).expect("JSON")
 }
@@ -284,13 +299,7 @@ async fn a_job_created_in_protobuf_is_the_job_created_in_json(ctx: Ctx) {
     let record = {
         let sent = Arc::clone(&sent);
         MapRequestLayer::new(move |r: http::Request<kube::client::Body>| {
-            let media = r
-                .headers()
-                .get(http::header::CONTENT_TYPE)
-                .and_then(|v| v.to_str().ok())
-                .unwrap_or_default()
-                .to_string();
-            sent.lock().expect("lock").push(media);
+            sent.lock().expect("lock").push(content_type(r.headers()));
             r
         })
     };
