@@ -11,9 +11,18 @@ use crate::clock::{Clock, SystemClock};
 /// Exit code for a bad argument or value (as clap uses for usage errors).
 pub const EXIT_USAGE: u8 = 2;
 
-/// The multi-threaded runtime a command runs on.
+/// The multi-threaded runtime a command runs on: a worker thread per CPU.
 pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
     tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+}
+
+/// The multi-threaded runtime with `workers` worker threads (the manager's: see
+/// `--worker-threads`).
+pub fn runtime_with(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(workers)
         .enable_all()
         .build()
 }
@@ -58,4 +67,18 @@ pub fn message(error: &dyn std::error::Error) -> String {
         source = cause.source();
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_runtime_has_the_worker_threads_asked_for() {
+        for workers in [1, 3] {
+            let rt = runtime_with(workers).expect("runtime");
+            assert_eq!(rt.metrics().num_workers(), workers);
+            assert_eq!(rt.block_on(async { 2 + 2 }), 4);
+        }
+    }
 }

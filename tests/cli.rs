@@ -122,6 +122,7 @@ fn bad_flags_exit_2_with_a_message() {
         &["crd", "--bogus"][..],
         &["run", "--metrics-addr", "not-an-address"][..],
         &["run", "--ttl-jobs", "sometimes"][..],
+        &["run", "--worker-threads", "0"][..],
     ] {
         let out = kronjob(args);
         assert_eq!(out.status.code(), Some(2), "{args:?}");
