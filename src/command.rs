@@ -11,20 +11,14 @@ use crate::clock::{Clock, SystemClock};
 /// Exit code for a bad argument or value (as clap uses for usage errors).
 pub const EXIT_USAGE: u8 = 2;
 
-/// The multi-threaded runtime a command runs on: a worker thread per CPU.
-pub fn runtime() -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-}
-
-/// The multi-threaded runtime with `workers` worker threads (the manager's: see
-/// `--worker-threads`).
-pub fn runtime_with(workers: usize) -> std::io::Result<tokio::runtime::Runtime> {
-    tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(workers)
-        .enable_all()
-        .build()
+/// The multi-threaded runtime a command runs on: `workers` worker threads, or one per CPU
+/// (the manager's: see `--worker-threads`).
+pub fn runtime(workers: Option<usize>) -> std::io::Result<tokio::runtime::Runtime> {
+    let mut builder = tokio::runtime::Builder::new_multi_thread();
+    if let Some(workers) = workers {
+        builder.worker_threads(workers);
+    }
+    builder.enable_all().build()
 }
 
 /// Now, from the one clock of production code.
@@ -76,7 +70,7 @@ mod tests {
     #[test]
     fn the_runtime_has_the_worker_threads_asked_for() {
         for workers in [1, 3] {
-            let rt = runtime_with(workers).expect("runtime");
+            let rt = runtime(Some(workers)).expect("runtime");
             assert_eq!(rt.metrics().num_workers(), workers);
             assert_eq!(rt.block_on(async { 2 + 2 }), 4);
         }

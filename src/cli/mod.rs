@@ -144,7 +144,7 @@ where
     F: FnOnce(::kube::Client, Stdio) -> Fut,
     Fut: Future<Output = Result<(), CliError>>,
 {
-    let rt = match runtime() {
+    let rt = match runtime(None) {
         Ok(rt) => rt,
         Err(e) => return fail(&e, ExitCode::FAILURE),
     };

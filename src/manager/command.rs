@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 
-use crate::command::{EXIT_USAGE, fail, install_crypto, print, runtime_with};
+use crate::command::{EXIT_USAGE, fail, install_crypto, print, runtime};
 
 /// kronjob: a Kubernetes operator for CronJobs (batch.kronjob.dev/v1).
 #[derive(Parser, Debug)]
@@ -37,7 +37,7 @@ pub fn main() -> ExitCode {
                 eprintln!("error: {message}");
                 return ExitCode::from(EXIT_USAGE);
             }
-            match runtime_with(usize::from(args.worker_threads))
+            match runtime(Some(usize::from(args.worker_threads)))
                 .map(|rt| rt.block_on(super::run(*args)))
             {
                 Ok(Ok(())) => ExitCode::SUCCESS,
