@@ -210,6 +210,9 @@ pub trait JobFixture: Sized {
     fn started_at(self, at: &str) -> Self;
     /// Finished: `Complete=True` at `at` (with `SuccessCriteriaMet`, as 1.31+ writes it).
     fn complete_at(self, at: &str) -> Self;
+    /// `status.completionTime` only. The Job controller dates it by when the success criteria
+    /// were met; the `Complete` condition it adds once no Pod terminates may come seconds later.
+    fn completion_time(self, at: &str) -> Self;
     /// Finished: `Failed=True` at `at` (with `FailureTarget`).
     fn failed_at(self, at: &str) -> Self;
     /// `spec.ttlSecondsAfterFinished`.
@@ -284,6 +287,12 @@ impl JobFixture for Job {
     }
     fn complete_at(self, at: &str) -> Self {
         finished(self, "Complete", "SuccessCriteriaMet", at)
+    }
+    fn completion_time(mut self, at: &str) -> Self {
+        self.status
+            .get_or_insert_with(JobStatus::default)
+            .completion_time = Some(Time(t(at)));
+        self
     }
     fn failed_at(self, at: &str) -> Self {
         finished(self, "Failed", "FailureTarget", at)

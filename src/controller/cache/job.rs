@@ -206,6 +206,10 @@ pub struct CachedJob {
     pub started: Option<Timestamp>,
     /// Whether, how and when it finished.
     pub finish: Option<Finish>,
+    /// `status.completionTime`: what dates a success in the CronJob's status. The Job
+    /// controller takes it from when the success criteria were met, which may be a second or
+    /// more before the `Complete` condition's `lastTransitionTime` ([`Finish::at`]).
+    pub completed: Option<Timestamp>,
     /// `metadata.deletionTimestamp`.
     pub deleting: Option<Timestamp>,
     /// `spec.ttlSecondsAfterFinished`.
@@ -242,6 +246,11 @@ impl CachedJob {
                 .and_then(|s| s.start_time.as_ref())
                 .map(|t| t.0),
             finish: job::finish(job),
+            completed: job
+                .status
+                .as_ref()
+                .and_then(|s| s.completion_time.as_ref())
+                .map(|t| t.0),
             deleting: meta.deletion_timestamp.as_ref().map(|t| t.0),
             ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
         }
@@ -293,6 +302,7 @@ impl CachedJob {
             }),
             status: Some(JobStatus {
                 start_time: self.started.map(Time),
+                completion_time: self.completed.map(Time),
                 conditions,
                 ..JobStatus::default()
             }),
@@ -319,6 +329,11 @@ mod tests {
                 .scheduled()
                 .started_at("2024-01-01T00:00:00Z")
                 .complete_at("2024-01-01T00:01:00Z"),
+            job("criteria-met-earlier")
+                .scheduled()
+                .started_at("2024-01-01T00:00:00Z")
+                .complete_at("2024-01-01T00:01:02Z")
+                .completion_time("2024-01-01T00:01:01Z"),
             job("failed").manual().failed_at("2024-01-01T00:01:00Z"),
             job("going").scheduled().deleting(),
             job("stranger"),
@@ -341,6 +356,8 @@ mod tests {
             );
             let start = |j: &Job| j.status.as_ref().and_then(|s| s.start_time.clone());
             assert_eq!(start(&back), start(&full));
+            let completed = |j: &Job| j.status.as_ref().and_then(|s| s.completion_time.clone());
+            assert_eq!(completed(&back), completed(&full), "{name}");
         }
         assert_eq!(
             CachedJob::of(&job("run").scheduled()).owner_uid(),

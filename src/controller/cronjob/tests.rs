@@ -439,6 +439,25 @@ async fn history_beyond_the_limit_is_deleted_in_the_background() {
     assert_eq!(ctx.metrics.deleted(metrics::DELETED_HISTORY).get(), 1);
 }
 
+/// The Job controller dates `completionTime` by when the success criteria were met and adds
+/// `Complete` once no Pod terminates, which can be a second later: `lastSuccessfulTime` is the
+/// `completionTime`, read through the owner index.
+#[tokio::test]
+async fn a_success_is_dated_by_completion_time_not_the_complete_condition() {
+    let cj = cronjob("0 * * * *").last_scheduled("2016-05-19T10:00:00Z");
+    let done = job("cj-done")
+        .started_at("2016-05-19T09:00:00Z")
+        .complete_at("2016-05-19T09:00:06Z")
+        .completion_time("2016-05-19T09:00:05Z");
+    let (h, script) = Harness::new(vec![done]);
+    let server = script.run(vec![
+        dry_run(),
+        status_patch(|s| assert_eq!(s["lastSuccessfulTime"], "2016-05-19T09:00:05Z")),
+    ]);
+    h.reconcile(cj).await.expect("reconcile");
+    h.verdict(server).await;
+}
+
 #[tokio::test]
 async fn no_request_when_nothing_changed() {
     let cj = cronjob("0 * * * *").last_scheduled("2016-05-19T10:00:00Z");
