@@ -38,10 +38,8 @@ pub async fn get(addr: SocketAddr, path: &str) -> (u16, String, String) {
     )
 }
 
-/// A port nothing listens on now.
+/// A port nothing listens on now, outside the range outgoing connections take theirs from
+/// ([`kronjob_envtest::free_port`]).
 pub fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    kronjob_envtest::free_port().expect("free port")
 }

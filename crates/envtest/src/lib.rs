@@ -443,13 +443,43 @@ fn scratch_dir() -> Result<PathBuf, Error> {
     Ok(dir)
 }
 
-/// A port nobody listens on at the moment.
+/// How many ports below the kernel's ephemeral range [`free_port`] hands out.
+const PORTS: u16 = 12_000;
+
+/// A loopback port nobody listens on, never handed out before by this process.
+///
+/// A port the kernel picks for `127.0.0.1:0` comes from its ephemeral range, the same range every
+/// outgoing connection takes its local port from: between this call and the server binding it,
+/// one of the many connections a test run opens (to the API server, to etcd, between them) can
+/// take it, and the bind fails with "Address already in use". So the port comes from just below
+/// that range (`net.ipv4.ip_local_port_range`), which connections never use, starting at a
+/// place that differs between processes and moving on each call.
 pub fn free_port() -> Result<u16, Error> {
+    static NEXT: AtomicU32 = AtomicU32::new(u32::MAX);
+    let below = ephemeral_low().clamp(PORTS + 1024, u16::MAX);
+    let first = below - PORTS;
+    let start = u32::from_str_radix(&random_suffix(), 16).unwrap_or_default() % u32::from(PORTS);
+    let _ = NEXT.compare_exchange(u32::MAX, start, Ordering::Relaxed, Ordering::Relaxed);
+    for _ in 0..PORTS {
+        let offset = NEXT.fetch_add(1, Ordering::Relaxed) % u32::from(PORTS);
+        let port = first + u16::try_from(offset).unwrap_or_default();
+        if TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return Ok(port);
+        }
+    }
     let listener = TcpListener::bind("127.0.0.1:0").map_err(io("find a free port"))?;
     listener
         .local_addr()
         .map(|a| a.port())
         .map_err(io("find a free port"))
+}
+
+/// The first port of the kernel's ephemeral range (32768 when it cannot be read).
+fn ephemeral_low() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|text| text.split_whitespace().next()?.parse().ok())
+        .unwrap_or(32_768)
 }
 
 /// A short, practically unique suffix for names.
@@ -468,6 +498,30 @@ pub fn random_suffix() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn free_ports_are_below_the_ephemeral_range_and_never_repeat() {
+        let low = ephemeral_low();
+        let ports: Vec<u16> = (0..200).map(|_| free_port().expect("a port")).collect();
+        let mut seen = std::collections::HashSet::new();
+        for port in &ports {
+            assert!(
+                *port < low && *port >= low.saturating_sub(PORTS),
+                "{port} (range from {low})"
+            );
+            assert!(seen.insert(*port), "{port} handed out twice");
+        }
+        // Taken by a listener: the next ports go around it.
+        let held = TcpListener::bind(("127.0.0.1", ports[199] + 1));
+        let next = free_port().expect("a port");
+        if held.is_ok() {
+            assert_ne!(next, ports[199] + 1);
+        }
+        assert!(
+            TcpListener::bind(("127.0.0.1", next)).is_ok(),
+            "{next} binds"
+        );
+    }
 
     #[test]
     fn assets_without_binaries_name_the_missing_one() {
