@@ -19,9 +19,10 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use super::cache::job::{Owner, Run};
+use super::cache::second::Second;
 use super::cache::{CachedJob, SlimJob};
 use crate::api::LABEL_CRONJOB;
-use crate::job::Finish;
+use crate::job::Outcome;
 
 /// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {
@@ -33,7 +34,8 @@ pub fn job_watch_config() -> watcher::Config {
 #[derive(Debug, Clone, PartialEq)]
 struct Meaning {
     owner: Option<Box<str>>,
-    finish: Option<Finish>,
+    ended: Option<(Outcome, Option<Second>)>,
+    completed: Option<Second>,
     deleting: bool,
     ours: bool,
 }
@@ -42,7 +44,8 @@ impl Meaning {
     fn of(job: &CachedJob) -> Self {
         Self {
             owner: job.owner_uid().map(Into::into),
-            finish: job.finish,
+            ended: job.ended,
+            completed: job.completed,
             deleting: job.deleting.is_some(),
             ours: job.run != Run::Unknown,
         }

@@ -14,6 +14,7 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
+use super::second::Second;
 use super::uid::Uid;
 use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 use crate::job::{self, Finish, Outcome, Ran};
@@ -203,15 +204,15 @@ pub struct CachedJob {
     /// Which run it was for.
     pub run: Run,
     /// `status.startTime`.
-    pub started: Option<Timestamp>,
-    /// Whether, how and when it finished.
-    pub finish: Option<Finish>,
+    pub started: Option<Second>,
+    /// Whether and how it finished, and when: [`Finish`] as [`CachedJob::finish`] gives it back.
+    pub ended: Option<(Outcome, Option<Second>)>,
     /// `status.completionTime`: what dates a success in the CronJob's status. The Job
     /// controller takes it from when the success criteria were met, which may be a second or
     /// more before the `Complete` condition's `lastTransitionTime` ([`Finish::at`]).
-    pub completed: Option<Timestamp>,
+    pub completed: Option<Second>,
     /// `metadata.deletionTimestamp`.
-    pub deleting: Option<Timestamp>,
+    pub deleting: Option<Second>,
     /// `spec.ttlSecondsAfterFinished`.
     pub ttl: Option<i32>,
 }
@@ -220,6 +221,7 @@ impl CachedJob {
     /// What the index keeps of `job`.
     pub fn of(job: &Job) -> Self {
         let meta = &job.metadata;
+        let status = job.status.as_ref();
         let owner = job::controller_uid(job).and_then(|uid| {
             let name = meta
                 .owner_references
@@ -240,18 +242,10 @@ impl CachedJob {
             uid: meta.uid.as_deref().map(Uid::new),
             owner,
             run,
-            started: job
-                .status
-                .as_ref()
-                .and_then(|s| s.start_time.as_ref())
-                .map(|t| t.0),
-            finish: job::finish(job),
-            completed: job
-                .status
-                .as_ref()
-                .and_then(|s| s.completion_time.as_ref())
-                .map(|t| t.0),
-            deleting: meta.deletion_timestamp.as_ref().map(|t| t.0),
+            started: status.and_then(|s| s.start_time.as_ref()).map(second),
+            ended: job::finish(job).map(|f| (f.outcome, f.at.map(Second::new))),
+            completed: status.and_then(|s| s.completion_time.as_ref()).map(second),
+            deleting: meta.deletion_timestamp.as_ref().map(second),
             ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
         }
     }
@@ -274,7 +268,7 @@ impl CachedJob {
             Run::Manual => Some([(ANNOTATION_INSTANTIATE.to_string(), "manual".to_string())]),
             Run::Unknown => None,
         };
-        let conditions = self.finish.map(|f| {
+        let conditions = self.finish().map(|f| {
             vec![JobCondition {
                 type_: match f.outcome {
                     Outcome::Complete => "Complete",
@@ -293,7 +287,7 @@ impl CachedJob {
                 uid: self.uid.as_ref().map(Uid::text),
                 owner_references,
                 annotations: annotations.map(Into::into),
-                deletion_timestamp: self.deleting.map(Time),
+                deletion_timestamp: self.deleting.map(time),
                 ..ObjectMeta::default()
             },
             spec: self.ttl.map(|ttl| JobSpec {
@@ -301,8 +295,8 @@ impl CachedJob {
                 ..JobSpec::default()
             }),
             status: Some(JobStatus {
-                start_time: self.started.map(Time),
-                completion_time: self.completed.map(Time),
+                start_time: self.started.map(time),
+                completion_time: self.completed.map(time),
                 conditions,
                 ..JobStatus::default()
             }),
@@ -313,6 +307,22 @@ impl CachedJob {
     pub fn owner_uid(&self) -> Option<&str> {
         self.owner.as_ref().map(|owner| &*owner.uid)
     }
+
+    /// Whether, how and when it finished ([`job::finish`] of the Job it was made from).
+    pub fn finish(&self) -> Option<Finish> {
+        self.ended.map(|(outcome, at)| Finish {
+            outcome,
+            at: at.map(Second::at),
+        })
+    }
+}
+
+fn second(t: &Time) -> Second {
+    Second::new(t.0)
+}
+
+fn time(s: Second) -> Time {
+    Time(s.at())
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@ pub mod cronjob;
 pub mod job;
 pub mod meta;
 pub mod protobuf;
+pub mod second;
 pub mod shared;
 pub mod status;
 pub mod uid;
