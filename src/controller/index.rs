@@ -529,6 +529,35 @@ mod tests {
     }
 
     #[test]
+    fn the_finish_and_the_completion_time_trigger_the_owner_and_pod_counts_do_not() {
+        use k8s_openapi::api::batch::v1::JobCondition;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+        let at = |s: &str| Some(Time(s.parse().expect("a time")));
+        let (_, mut w) = owner_index();
+        let apply = |j: &SlimJob| watcher::Event::Apply(j.clone());
+        let mut j = job("ns", "cj-1", Some("u1"));
+        assert_eq!(w.apply_watcher_event(&apply(&j)).len(), 1, "new");
+        let status = j.0.status.get_or_insert_with(Default::default);
+        status.active = Some(1);
+        assert!(w.apply_watcher_event(&apply(&j)).is_empty(), "pod counts");
+        let status = j.0.status.get_or_insert_with(Default::default);
+        status.conditions = Some(vec![JobCondition {
+            type_: "Complete".into(),
+            status: "True".into(),
+            last_transition_time: at("2026-11-27T20:08:02Z"),
+            ..Default::default()
+        }]);
+        assert_eq!(w.apply_watcher_event(&apply(&j)).len(), 1, "finished");
+        let status = j.0.status.get_or_insert_with(Default::default);
+        status.completion_time = at("2026-11-27T20:08:01Z");
+        assert_eq!(w.apply_watcher_event(&apply(&j)).len(), 1, "completionTime");
+        assert!(
+            w.apply_watcher_event(&apply(&j)).is_empty(),
+            "the same again"
+        );
+    }
+
+    #[test]
     fn a_job_being_created_does_not_trigger_its_owner_again() {
         let (index, mut w) = owner_index();
         let created = job("ns", "cj-1", Some("u1"));
