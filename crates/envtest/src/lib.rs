@@ -446,7 +446,7 @@ fn scratch_dir() -> Result<PathBuf, Error> {
 /// How many ports below the kernel's ephemeral range [`free_port`] hands out.
 const PORTS: u16 = 12_000;
 
-/// A loopback port nobody listens on, never handed out before by this process.
+/// A loopback port nobody listens on, not among the last 12,000 this process handed out.
 ///
 /// A port the kernel picks for `127.0.0.1:0` comes from its ephemeral range, the same range every
 /// outgoing connection takes its local port from: between this call and the server binding it,
