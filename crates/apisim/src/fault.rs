@@ -281,3 +281,53 @@ impl Fault {
         e
     }
 }
+
+/// Requests held back: every request matching `method` and a path containing `path_contains`
+/// waits, before it is answered or touches the store, until [`Hold::release`] (or the hold is
+/// dropped), or is lost with [`Hold::fail`]. For a write that lags behind, e.g. a status write
+/// still queued while other things happen, or one a process that dies never sends.
+#[derive(Debug)]
+pub struct Hold {
+    pub(crate) state: tokio::sync::watch::Sender<Held>,
+    pub(crate) waiting: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Where a held request stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Held {
+    Waiting,
+    /// Answered as usual.
+    Released,
+    /// Never answered: the connection fails (a transport error).
+    Failed,
+}
+
+impl Hold {
+    /// How many requests wait now.
+    pub fn waiting(&self) -> usize {
+        self.waiting.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Let every held request (and every later one) through.
+    pub fn release(&self) {
+        self.state.send_if_modified(|s| {
+            let waiting = *s == Held::Waiting;
+            if waiting {
+                *s = Held::Released;
+            }
+            waiting
+        });
+    }
+
+    /// Lose every held request (it fails as a broken connection and never reaches the store);
+    /// later ones go through.
+    pub fn fail(&self) {
+        self.state.send_replace(Held::Failed);
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release();
+    }
+}

@@ -47,7 +47,7 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 pub use cost::{CostModel, Latency};
-pub use fault::{Cause, Fault, Invalid};
+pub use fault::{Cause, Fault, Hold, Invalid};
 pub use service::{SimBody, SimService};
 
 use cost::{CostState, SplitMix64};
@@ -194,6 +194,14 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
+/// A hold as requests see it.
+pub(crate) struct HeldBy {
+    method: String,
+    path_contains: String,
+    state: tokio::sync::watch::Receiver<fault::Held>,
+    waiting: Arc<std::sync::atomic::AtomicUsize>,
+}
+
 pub(crate) struct Inner {
     pub(crate) store: Mutex<Store>,
     /// The latest resourceVersion; its changes wake watches (also sent when going down).
@@ -206,6 +214,8 @@ pub(crate) struct Inner {
     pub(crate) ids: Mutex<SplitMix64>,
     pub(crate) clock: RwLock<Clock>,
     pub(crate) faults: Mutex<Vec<Fault>>,
+    /// Where requests matching a [`Hold`] wait: its method, path and release.
+    pub(crate) holds: Mutex<Vec<HeldBy>>,
     pub(crate) validators: Mutex<HashMap<ResKey, Validator>>,
     pub(crate) job_duration: Mutex<Option<Duration>>,
     /// The Job controller's workers (`--concurrent-job-syncs`).
@@ -332,6 +342,30 @@ impl Inner {
     }
 
     /// Takes one matching injected fault, if any.
+    /// Wait while a hold matching the request holds it; `false` when the request is lost.
+    /// Holds whose requests were lost, or that were dropped, let later requests through.
+    pub(crate) async fn held(&self, method: &str, path: &str) -> bool {
+        let matching: Vec<_> = {
+            let mut holds = lock(&self.holds);
+            holds.retain(|h| {
+                h.state.has_changed().is_ok() && *h.state.borrow() != fault::Held::Failed
+            });
+            holds
+                .iter()
+                .filter(|h| h.method == method && path.contains(&h.path_contains))
+                .map(|h| (h.state.clone(), Arc::clone(&h.waiting)))
+                .collect()
+        };
+        let mut answered = true;
+        for (mut state, waiting) in matching {
+            waiting.fetch_add(1, Ordering::SeqCst);
+            let ended = state.wait_for(|s| *s != fault::Held::Waiting).await;
+            waiting.fetch_sub(1, Ordering::SeqCst);
+            answered &= !matches!(ended.as_deref(), Ok(fault::Held::Failed));
+        }
+        answered
+    }
+
     pub(crate) fn take_fault(&self, method: &str, path: &str) -> Option<fault::ApiError> {
         let mut faults = lock(&self.faults);
         let index = faults.iter().position(|f| f.matches(method, path))?;
@@ -388,6 +422,7 @@ impl ApiSim {
             cost,
             clock: RwLock::new(Arc::new(Timestamp::now)),
             faults: Mutex::new(Vec::new()),
+            holds: Mutex::new(Vec::new()),
             validators: Mutex::new(HashMap::new()),
             job_duration: Mutex::new(None),
             job_workers: Arc::new(tokio::sync::Semaphore::new(JOB_WORKERS)),
@@ -560,6 +595,20 @@ impl ApiSim {
     /// Queues a fault; faults are matched in the order queued.
     pub fn fail_next(&self, fault: Fault) {
         lock(&self.inner.faults).push(fault);
+    }
+
+    /// Holds back every `method` request whose path contains `path_contains` until the
+    /// returned [`Hold`] is released or dropped.
+    pub fn hold(&self, method: &str, path_contains: &str) -> Hold {
+        let (state, watch) = tokio::sync::watch::channel(fault::Held::Waiting);
+        let waiting = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        lock(&self.inner.holds).push(HeldBy {
+            method: method.to_string(),
+            path_contains: path_contains.to_string(),
+            state: watch,
+            waiting: Arc::clone(&waiting),
+        });
+        Hold { state, waiting }
     }
 
     /// Validates creates, updates, patches and their dry runs of this resource (not status

@@ -236,6 +236,10 @@ impl ApiSim {
             inner.record(record, 0);
             return Err(refused());
         }
+        if !inner.held(parts.method.as_str(), &record.path).await {
+            inner.record(record, 0);
+            return Err(refused());
+        }
         if let Some(error) = inner.take_fault(parts.method.as_str(), &record.path) {
             inner.record(record, error.code);
             return Ok(error_response(&error));

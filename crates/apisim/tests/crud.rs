@@ -431,6 +431,39 @@ async fn fail_next_answers_429_with_retry_after() {
 }
 
 #[tokio::test]
+async fn a_hold_keeps_matching_requests_until_released_or_loses_them() {
+    let (sim, jobs) = setup();
+    let hold = sim.hold("POST", "/jobs");
+    let create = tokio::spawn({
+        let jobs = jobs.clone();
+        async move { jobs.create(&pp(), &job("a")).await }
+    });
+    while hold.waiting() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Other requests go by; the held create has not touched the store.
+    assert!(jobs.get_opt("a").await.unwrap().is_none());
+    hold.release();
+    create.await.unwrap().unwrap();
+    assert_eq!(hold.waiting(), 0);
+    assert!(jobs.get_opt("a").await.unwrap().is_some());
+
+    // A lost request fails as a broken connection and never lands; later ones go through.
+    let lost = sim.hold("POST", "/jobs");
+    let create = tokio::spawn({
+        let jobs = jobs.clone();
+        async move { jobs.create(&pp(), &job("b")).await }
+    });
+    while lost.waiting() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    lost.fail();
+    assert!(create.await.unwrap().is_err());
+    assert!(jobs.get_opt("b").await.unwrap().is_none());
+    jobs.create(&pp(), &job("b")).await.unwrap();
+}
+
+#[tokio::test]
 async fn apply_creates_then_merges_and_crds_become_established() {
     let (sim, jobs) = setup();
     let params = PatchParams::apply("test").force();
