@@ -106,6 +106,13 @@ pub fn retry_layer() -> RetryLayer<Retry> {
     RetryLayer::new(Retry::default())
 }
 
+/// Whether the API server refused a create because its namespace is being deleted (a 403
+/// with the cause `NamespaceTerminating`): nothing can be created there again, so retrying
+/// only costs the API server.
+pub fn namespace_terminating(e: &kube::Error) -> bool {
+    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
+}
+
 /// Where a client's configuration comes from, as kubectl's `--kubeconfig` and `--context`
 /// choose it. The default is the manager's: KUBECONFIG (or ~/.kube/config) with its current
 /// context, else the in-cluster service account.

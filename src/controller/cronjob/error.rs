@@ -42,8 +42,13 @@ impl Error {
         }
     }
 
-    /// Whether retrying without a change to the object cannot help.
+    /// Whether retrying without a change to the object cannot help: also a create refused
+    /// because the namespace is being deleted (the CronJob goes with it).
     pub fn is_permanent(&self) -> bool {
-        matches!(self, Error::MissingField(_) | Error::Decode(_))
+        match self {
+            Error::MissingField(_) | Error::Decode(_) => true,
+            Error::Kube(e) => crate::client::namespace_terminating(e),
+            Error::NotFound(_) => false,
+        }
     }
 }

@@ -2,6 +2,11 @@
 //! and never waits for them; background workers send them when the urgent lane is idle
 //! ([`Gate`]), so at a slot the Job creates go first. A full queue drops the newest work and
 //! counts it (an Event is lost; a history delete is planned again by the next reconcile).
+//!
+//! An Event the API server refuses because its namespace is being deleted marks that namespace
+//! for [`TERMINATING_QUIET`]: Events for it are dropped meanwhile instead of each costing a
+//! refused create (a namespace of thousands of CronJobs being deleted would otherwise get one
+//! per Job the deletion takes away).
 
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -32,6 +37,10 @@ use crate::telemetry::Throttle;
 /// Work items held at most (a slot of 10,000 CronJobs queues 10,000 Events, ~0.25 KB each);
 /// beyond, new ones are dropped and counted.
 pub const CAPACITY: usize = 32_768;
+
+/// How long Events for a namespace being deleted are dropped after the API server said so;
+/// then one is tried again.
+pub const TERMINATING_QUIET: Duration = Duration::from_secs(60);
 
 /// One piece of deferred work. A slot queues an Event per CronJob, so it is kept small: the
 /// CronJob's reference without the apiVersion and kind every one shares, the Event's reason a
@@ -161,6 +170,8 @@ pub fn outbox(
                 deleting,
                 deleted,
                 log: Arc::new(Throttle::default()),
+                terminating: Mutex::default(),
+                quiet_for: TERMINATING_QUIET,
             },
         },
     )
@@ -217,6 +228,13 @@ impl Outbox {
 }
 
 impl Workers {
+    /// Drop Events for a namespace being deleted for `quiet` instead of [`TERMINATING_QUIET`].
+    #[cfg(test)]
+    fn quiet_for(mut self, quiet: Duration) -> Self {
+        self.shared.quiet_for = quiet;
+        self
+    }
+
     /// Run `concurrency` workers until `stop`; then send what is queued for at most `flush`.
     pub async fn run(self, concurrency: usize, stop: CancellationToken, flush: Duration) {
         let this = Arc::new(self.shared);
@@ -258,6 +276,10 @@ struct Shared {
     deleting: Arc<Mutex<HashSet<String>>>,
     deleted: Counter,
     log: Arc<Throttle>,
+    /// Namespaces being deleted, and when the API server said so.
+    terminating: Mutex<std::collections::HashMap<String, tokio::time::Instant>>,
+    /// [`TERMINATING_QUIET`] (shorter in tests).
+    quiet_for: Duration,
 }
 
 impl Shared {
@@ -285,11 +307,42 @@ impl Shared {
     }
 
     async fn publish(&self, on: &ObjectReference, event: &Event) {
-        if let Err(e) = self.recorder.publish(event, on).await
-            && let Some(skipped) = self.log.allow("event")
-        {
-            tracing::warn!(error = %e, reason = %event.reason, skipped, "failed to publish an Event");
+        let namespace = on.namespace.as_deref().unwrap_or_default();
+        if self.quiet(namespace) {
+            return;
         }
+        match self.recorder.publish(event, on).await {
+            Ok(()) => {}
+            Err(e) if crate::client::namespace_terminating(&e) => {
+                tracing::debug!(
+                    namespace,
+                    "namespace being deleted: its Events are dropped for a while"
+                );
+                self.lock_terminating()
+                    .insert(namespace.to_string(), tokio::time::Instant::now());
+            }
+            Err(e) => {
+                if let Some(skipped) = self.log.allow("event") {
+                    tracing::warn!(error = %e, reason = %event.reason, skipped, "failed to publish an Event");
+                }
+            }
+        }
+    }
+
+    /// Whether `namespace` was found being deleted less than [`TERMINATING_QUIET`] ago.
+    fn quiet(&self, namespace: &str) -> bool {
+        let mut terminating = self.lock_terminating();
+        if terminating.is_empty() {
+            return false;
+        }
+        terminating.retain(|_, since| since.elapsed() < self.quiet_for);
+        terminating.contains_key(namespace)
+    }
+
+    fn lock_terminating(
+        &self,
+    ) -> std::sync::MutexGuard<'_, std::collections::HashMap<String, tokio::time::Instant>> {
+        self.terminating.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     async fn delete(&self, cronjob: &ObjectReference, namespace: &str, name: &str, uid: &str) {
@@ -332,6 +385,59 @@ impl Shared {
 mod tests {
     use super::*;
     use crate::controller::index::owner_index;
+    use crate::testing::api_script::{Expect, mock_client};
+    use http::StatusCode;
+
+    #[tokio::test]
+    async fn events_for_a_namespace_being_deleted_cost_one_refusal_per_quiet_period() {
+        let (client, script) = mock_client();
+        let events = "/apis/events.k8s.io/v1/namespaces/gone/events";
+        let refused = serde_json::json!({
+            "kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure",
+            "code": 403, "reason": "Forbidden",
+            "message": "unable to create new content in namespace gone because it is being terminated",
+            "details": {"causes": [{"reason": "NamespaceTerminating",
+                                    "message": "namespace gone is being terminated",
+                                    "field": "metadata.namespace"}]}
+        });
+        // The first Event is refused; the next two are dropped; a minute later one is tried.
+        let server = script.run(vec![
+            Expect::post(events).reply(StatusCode::FORBIDDEN, refused.clone()),
+            Expect::post(events).reply(StatusCode::FORBIDDEN, refused),
+        ]);
+        let recorder = crate::controller::recorder(client.clone(), None);
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let (outbox, workers) = outbox(
+            16,
+            client,
+            recorder,
+            owner_index().0,
+            Gate::new(),
+            reconcile,
+            Counter::default(),
+            Counter::default(),
+        );
+        let quiet = Duration::from_millis(300);
+        let stop = CancellationToken::new();
+        let workers = workers.quiet_for(quiet);
+        let run = tokio::spawn(workers.run(1, stop.clone(), Duration::from_secs(1)));
+        let on = ObjectReference {
+            name: Some("cj".into()),
+            namespace: Some("gone".into()),
+            ..Default::default()
+        };
+        for i in 0..3 {
+            outbox.event(&on, EventType::Normal, "R", format!("note {i}"));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        tokio::time::sleep(quiet).await;
+        outbox.event(&on, EventType::Normal, "R", "once quiet".into());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        stop.cancel();
+        run.await.expect("workers");
+        drop(outbox);
+        server.await.expect("requests as scripted");
+    }
 
     #[tokio::test]
     async fn the_queue_holds_exactly_its_capacity_and_counts_what_it_drops() {
