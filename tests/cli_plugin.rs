@@ -226,7 +226,7 @@ async fn history_shows_the_jobs_the_cronjob_controls_newest_first() {
     let jobs = vec![
         json_of(
             &job("cj-24394200")
-                .scheduled()
+                .scheduled_for("2016-05-19T10:00:00Z")
                 .started_at("2016-05-19T10:00:01Z")
                 .failed_at("2016-05-19T10:02:31Z"),
         ),

@@ -79,6 +79,7 @@ fn replica(sim: &ApiSim, clock: Arc<TokioClock>, name: &str) -> Replica {
         gate: Default::default(),
         shard: ShardView::sharded(assignment, metrics.clone()),
         tasks: Default::default(),
+        records: Default::default(),
     };
     let args = ReconcilerArgs {
         concurrency: 16,

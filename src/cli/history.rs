@@ -206,7 +206,7 @@ mod tests {
             "\
 NAME          SCHEDULED              RESULT     START       DURATION
 cj-mo7f5ao    manual                 Running    60s ago     60s
-cj-24394140   2016-05-19T10:00:00Z   Complete   4m59s ago   12s
+cj-24394140   2016-05-19T09:00:00Z   Complete   4m59s ago   12s
 cj-24394080   <none>                 Failed     65m ago     2m30s
 cj-pending    <none>                 Running    <none>      <none>
 "

@@ -8,7 +8,9 @@
 //! - [`events`]: Events published as client-go does (a repeat counted, a new note a new Event);
 //! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing over
 //!   shard buckets), and the watches that select a replica's buckets;
-//! - [`strays`]: with `--sharding`, labelling objects that carry no valid shard bucket.
+//! - [`strays`]: with `--sharding`, labelling objects that carry no valid shard bucket;
+//! - [`slot_records`]: whether a scheduled Job may go, asked by the TTL controller of the
+//!   CronJob controller.
 
 pub mod cache;
 pub mod cronjob;
@@ -17,6 +19,7 @@ pub mod gate;
 pub mod index;
 pub mod shard;
 pub mod slim_jobs;
+pub mod slot_records;
 pub mod strays;
 pub mod ttl;
 
@@ -66,6 +69,9 @@ pub struct Shared {
     pub shard: shard::ShardView,
     /// Where the controllers' own tasks (a controller's workers) are listed by name.
     pub tasks: crate::task::Tasks,
+    /// Whether the status records a scheduled Job's slot: the CronJob controller answers,
+    /// the TTL controller asks before deleting.
+    pub records: slot_records::SlotRecords,
 }
 
 impl std::fmt::Debug for Shared {

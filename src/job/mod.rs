@@ -27,5 +27,5 @@ pub use dry_run::{
 pub use name::{manual_name, scheduled_name};
 pub use read::{
     Finish, Outcome, Ran, controlled_by, controller_uid, created_by_kronjob, finish,
-    is_controlled_by_kronjob, job_ref, outcome, ran_for, slim,
+    is_controlled_by_kronjob, job_ref, outcome, ran_for, slim, slot_of, slot_recorded,
 };

@@ -59,6 +59,25 @@ pub fn ran_for(job: &Job) -> Ran<'_> {
     }
 }
 
+/// The slot `job` was created for: its scheduled-time annotation read as an instant; `None`
+/// for a manual run, a stranger, or an annotation that is not RFC 3339.
+pub fn slot_of(job: &Job) -> Option<Timestamp> {
+    match ran_for(job) {
+        Ran::Scheduled(at) => at.parse().ok(),
+        Ran::Manual | Ran::Unknown => None,
+    }
+}
+
+/// Whether the run `job` was for is recorded by a `status.lastScheduleTime` of `stored`: a
+/// manual run or a stranger always is (no slot hangs on it); a scheduled Job whose slot is
+/// later than `stored` is the only record that its slot ran.
+pub fn slot_recorded(job: &Job, stored: Option<Timestamp>) -> bool {
+    match slot_of(job) {
+        Some(slot) => stored.is_some_and(|stored| slot <= stored),
+        None => true,
+    }
+}
+
 /// Whether a Job carries the marks of kronjob: the scheduled-time annotation of a scheduled
 /// run, or the `instantiate: manual` annotation of a manual run.
 pub fn created_by_kronjob(job: &Job) -> bool {
@@ -224,6 +243,56 @@ mod tests {
             assert_eq!(ran_for(job), *want);
             assert_eq!(created_by_kronjob(job), *want != Ran::Unknown);
         }
+    }
+
+    #[test]
+    fn the_slot_of_a_job_is_its_annotation_read_as_an_instant() {
+        let annotated = |key: &str, value: &str| Job {
+            metadata: ObjectMeta {
+                annotations: Some([(key.to_string(), value.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let cases = [
+            (
+                ANNOTATION_SCHEDULED_AT,
+                "2016-05-19T10:00:00Z",
+                Some("2016-05-19T10:00:00Z"),
+            ),
+            // The CronJob's zone: the same instant.
+            (
+                ANNOTATION_SCHEDULED_AT,
+                "2016-05-19T12:00:00+02:00",
+                Some("2016-05-19T10:00:00Z"),
+            ),
+            (ANNOTATION_SCHEDULED_AT, "yesterday", None),
+            (ANNOTATION_INSTANTIATE, "manual", None),
+        ];
+        for (key, value, want) in cases {
+            let want = want.map(|w| w.parse::<Timestamp>().expect("instant"));
+            assert_eq!(slot_of(&annotated(key, value)), want, "{key}={value}");
+        }
+        assert_eq!(slot_of(&Job::default()), None);
+    }
+
+    #[test]
+    fn a_scheduled_job_is_recorded_once_the_stored_last_schedule_reaches_its_slot() {
+        let slot = |at: &str| Job {
+            metadata: ObjectMeta {
+                annotations: Some([(ANNOTATION_SCHEDULED_AT.to_string(), at.to_string())].into()),
+                ..Default::default()
+            },
+            ..Default::default()
+        };
+        let ten = slot("2016-05-19T10:00:00Z");
+        let at = |s: &str| Some(s.parse::<Timestamp>().expect("instant"));
+        assert!(!slot_recorded(&ten, None));
+        assert!(!slot_recorded(&ten, at("2016-05-19T09:59:00Z")));
+        assert!(slot_recorded(&ten, at("2016-05-19T10:00:00Z")));
+        assert!(slot_recorded(&ten, at("2016-05-19T11:00:00Z")));
+        // No slot hangs on a manual run or a Job kronjob did not make.
+        assert!(slot_recorded(&Job::default(), None));
     }
 
     fn with_conditions(conditions: &[(&str, &str, Option<&str>)], completion: Option<&str>) -> Job {

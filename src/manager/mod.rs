@@ -367,6 +367,7 @@ impl Manager {
                 gate: crate::controller::gate::Gate::new(),
                 shard,
                 tasks: self.directory.clone(),
+                records: Default::default(),
             },
             reconciler: args.reconciler.clone(),
             ttl: args.ttl.clone(),

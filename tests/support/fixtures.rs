@@ -196,8 +196,10 @@ pub fn job(name: &str) -> Job {
 
 /// Changes to a fixture Job.
 pub trait JobFixture: Sized {
-    /// Marked as a scheduled run (the scheduled-at annotation).
+    /// Marked as the run of an earlier slot (09:00, an hour before the fixtures' usual due slot).
     fn scheduled(self) -> Self;
+    /// Marked as the run of the slot `at` (the scheduled-at annotation).
+    fn scheduled_for(self, at: &str) -> Self;
     /// Marked as a manual run.
     fn manual(self) -> Self;
     /// Controlled by the CronJob with this UID (and name `<uid>` stripped of `-uid`).
@@ -242,14 +244,14 @@ fn finished(mut job: Job, outcome: &str, interim: &str, at: &str) -> Job {
 }
 
 impl JobFixture for Job {
-    fn scheduled(mut self) -> Self {
+    fn scheduled(self) -> Self {
+        self.scheduled_for("2016-05-19T09:00:00Z")
+    }
+    fn scheduled_for(mut self, at: &str) -> Self {
         self.metadata
             .annotations
             .get_or_insert_with(Default::default)
-            .insert(
-                ANNOTATION_SCHEDULED_AT.into(),
-                "2016-05-19T10:00:00Z".into(),
-            );
+            .insert(ANNOTATION_SCHEDULED_AT.into(), at.into());
         self
     }
     fn manual(mut self) -> Self {

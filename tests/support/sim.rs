@@ -89,6 +89,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
         gate: Default::default(),
         shard: Default::default(),
         tasks: Default::default(),
+        records: Default::default(),
     };
     let args = ReconcilerArgs {
         concurrency,

@@ -212,6 +212,14 @@ impl CachedCronJob {
         self.status.as_ref().map(Status::others)
     }
 
+    /// `status.lastScheduleTime`.
+    pub fn last_schedule_time(&self) -> Option<jiff::Timestamp> {
+        self.status_fields()?
+            .last_schedule_time
+            .as_ref()
+            .map(|t| t.0)
+    }
+
     /// Replace the status (kept compact; the name and namespace must be set first).
     pub fn set_status(&mut self, status: Option<CronJobStatus>) {
         let name = self.metadata.name.as_deref().unwrap_or_default();

@@ -224,10 +224,6 @@ async fn replace(
     }
 }
 
-fn is_namespace_terminating(e: &kube::Error) -> bool {
-    matches!(e, kube::Error::Api(s) if s.details.as_ref().is_some_and(|d| d.causes.iter().any(|c| c.reason == "NamespaceTerminating")))
-}
-
 /// Create the slot's Job; on success (or finding our own Job of that name, created before a
 /// lost status write) record the slot and the Job.
 async fn create(
@@ -240,7 +236,11 @@ async fn create(
 ) -> Result<(), Error> {
     let name = run.job.metadata.name.clone().unwrap_or_default();
     let slot = run.slot;
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    let key = ObjectRef::new(cj.metadata.name.as_deref().unwrap_or_default()).within(namespace);
     let record = |status: &mut CronJobStatus, job: &SlimJob| {
+        // Before anything can go wrong with the status write: the slot ran.
+        ctx.status.ran(&key, cj.metadata.uid.as_deref(), slot);
         let job = &job.0;
         if !status
             .active
@@ -252,9 +252,7 @@ async fn create(
         status.last_schedule_time = Some(Time(slot));
     };
     // Its watch event may come before the answer: it must not reconcile this CronJob again.
-    let _expected = ctx
-        .index
-        .expect_create(cj.metadata.namespace.as_deref().unwrap_or_default(), &name);
+    let _expected = ctx.index.expect_create(namespace, &name);
     // Sent as the Job the plan built; the answer is decoded slim (no pod template, no
     // managedFields).
     match jobs
@@ -296,7 +294,7 @@ async fn create(
         }
         Err(e) => {
             // A refusal as invalid is reported once, as InvalidJobTemplate, by the caller.
-            if !is_namespace_terminating(&e) && job::invalid(&e).is_none() {
+            if !crate::client::namespace_terminating(&e) && job::invalid(&e).is_none() {
                 ctx.outbox.event(
                     on,
                     EventType::Warning,

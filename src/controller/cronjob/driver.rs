@@ -24,6 +24,7 @@ use super::reconcile::{error_policy, reconcile};
 use crate::api::ANNOTATION_TRIGGER;
 use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::controller::index::{self, IndexWriter, OwnerIndex};
+use crate::controller::slot_records::{self, SlotRecords};
 use crate::controller::ttl::JobTap;
 use crate::controller::{Scope, Shared, shard};
 use crate::task::{TaskError, TaskSet};
@@ -125,7 +126,12 @@ async fn control(
         requests,
         tap,
     } = parts;
-    let Shared { client, scope, .. } = shared;
+    let Shared {
+        client,
+        scope,
+        records,
+        ..
+    } = shared;
 
     // The watches run as their own branches and feed the controller through channels, so they
     // reconnect on their own schedule, whatever the controller is busy with; a watch that works
@@ -145,6 +151,7 @@ async fn control(
         Arc::clone(&ctx),
     );
     let (cj_reader, cj_writer) = reflector::store::<CachedCronJob>();
+    answer_slot_records(&records, cj_reader.clone(), ctx.status.clone());
     let _series = metrics.cronjobs.attach(
         cj_reader.clone(),
         args.cronjob_metrics_limit,
@@ -195,6 +202,25 @@ async fn control(
         () = Box::pin(shard) => {},
         () = Box::pin(strays) => {},
     }
+}
+
+/// From now on, tell the TTL controller what the API server stores of a CronJob's last slot:
+/// the cache's copy, or what the status writer knows newer.
+fn answer_slot_records(
+    records: &SlotRecords,
+    cronjobs: reflector::Store<CachedCronJob>,
+    status: super::writer::StatusWriter,
+) {
+    records.install(Box::new(move |namespace, name, uid| {
+        use futures::FutureExt;
+        if !matches!(cronjobs.wait_until_ready().now_or_never(), Some(Ok(()))) {
+            return Err(slot_records::Unknown);
+        }
+        let cached = cronjobs.get(&ObjectRef::new(name).within(namespace));
+        Ok(cached
+            .filter(|cj| cj.metadata.uid.as_deref() == Some(uid))
+            .map(|cj| status.stored_last_schedule(cj)))
+    }));
 }
 
 /// Once both caches have listed: say so (with what they hold, so whoever watches the log knows

@@ -46,14 +46,11 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
         value.as_ref().ok_or(Error::MissingField(field))?;
     }
     let key = ObjectRef::from_obj(cached.as_ref());
-    let cj = ctx
-        .status
-        .view(cached)
-        .to_cronjob()
-        .map_err(Error::Decode)?;
+    let view = ctx.status.view(cached);
+    let cj = view.cronjob.to_cronjob().map_err(Error::Decode)?;
     let now = ctx.clock.now();
     let jobs = observe::observe(ctx, &cj).await?;
-    let plan = template::checked_plan(ctx, &cj, &jobs, now).await;
+    let plan = template::checked_plan(ctx, &cj, &jobs, view.records, now).await;
     let requeue = plan.requeue_after;
     let applied = apply::apply(ctx, &cj, plan).await;
     let requeue = if applied.invalid_template {

@@ -26,9 +26,10 @@ pub async fn checked_plan(
     ctx: &Context,
     cj: &CronJob,
     jobs: &[Arc<Job>],
+    records: plan::Records,
     now: Timestamp,
 ) -> plan::Plan {
-    let planned = plan::plan(cj, jobs, now, &ctx.config);
+    let planned = plan::plan_recorded(cj, jobs, records, now, &ctx.config);
     if !plan::template::needs_check(cj, &planned) {
         return planned;
     }
@@ -39,7 +40,7 @@ pub async fn checked_plan(
         Verdict::Invalid(status) => {
             let message = refusal_message(&status);
             tracing::info!(cronjob = %cj.name_any(), namespace = cj.namespace().unwrap_or_default(), %message, "Job template refused");
-            plan::plan_checked(cj, jobs, now, &ctx.config, Some(&message))
+            plan::plan_checked(cj, jobs, records, now, &ctx.config, Some(&message))
         }
         Verdict::Unknown(why) => {
             if let Some(skipped) = ctx.log.allow("template_check") {

@@ -89,6 +89,7 @@ impl Harness {
             gate: Default::default(),
             shard,
             tasks: Default::default(),
+            records: Default::default(),
         };
         let metrics = ReconcilerMetrics::new(&mut Default::default());
         let (ctx, background, requests) = Context::new(&shared, metrics, config, index);
@@ -399,7 +400,7 @@ async fn a_conflicting_status_write_is_not_forced_but_read_fresh_and_replanned()
         .expect("channel open");
     assert_eq!(again, ObjectRef::from_obj(cached(&cj).as_ref()));
     // The replanning sees the fresh copy through the stale cache, newer status included.
-    let view = h.ctx.status.view(cached(&cj));
+    let view = h.ctx.status.view(cached(&cj)).cronjob;
     assert_eq!(view.metadata.resource_version.as_deref(), Some("7"));
     assert_eq!(
         view.status_fields()
@@ -907,12 +908,12 @@ async fn the_failure_policys_suspension_writes_the_status_on_the_patched_version
     // The watch has shown neither the patch nor the status write: views show the patched
     // CronJob with the status planned on it (written on top of it by now, or about to be).
     h.reconcile(cj.clone()).await.expect("nothing more");
-    let view = h.ctx.status.view(cached(&cj));
+    let view = h.ctx.status.view(cached(&cj)).cronjob;
     assert_eq!(view.spec.suspend, Some(true));
     let planned = view.status.clone().expect("status");
     assert_eq!(planned.others().consecutive_failures, 1);
     let ctx = h.verdict(server).await;
-    let view = ctx.status.view(cached(&cj));
+    let view = ctx.status.view(cached(&cj)).cronjob;
     assert_eq!(view.metadata.resource_version.as_deref(), Some("6"));
     assert_eq!(
         view.spec.suspend,

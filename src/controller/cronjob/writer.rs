@@ -20,18 +20,26 @@
 //! What it keeps of a write is the answer's `resourceVersion` and status, not the answer (a
 //! whole CronJob with its managedFields), and only until the watch shows that version
 //! ([`observed`](StatusWriter::observed)).
+//!
+//! It also keeps, per CronJob, the latest slot this process ran ([`ran`](StatusWriter::ran))
+//! until the API server stores a `lastScheduleTime` at least as late: whatever happens to the
+//! status that records it (a write that waits, one refused with a conflict and dropped for a
+//! fresh read, one coalesced with the next), every [`view`](StatusWriter::view) says the slot
+//! ran, so the plan never runs it again, even once its Job is deleted.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::channel::mpsc::UnboundedSender;
+use jiff::Timestamp;
 use kube::api::{Patch, PatchParams};
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Client, ResourceExt};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use super::plan::Records;
 use super::status::StatusPatch;
 use crate::api::CronJobStatus;
 use crate::backoff::retry_delay;
@@ -140,9 +148,26 @@ impl Known {
     }
 }
 
+/// The latest slot this process ran for a CronJob (of this UID), not yet stored.
+#[derive(Debug, Clone)]
+struct Ran {
+    uid: Option<String>,
+    slot: Timestamp,
+}
+
+/// A CronJob as a reconcile sees it ([`StatusWriter::view`]).
+#[derive(Debug, Clone)]
+pub struct View {
+    /// The freshest copy this process knows, with its unwritten status over it.
+    pub cronjob: Arc<CachedCronJob>,
+    /// What this process knows of its slots beyond that copy.
+    pub records: Records,
+}
+
 #[derive(Debug, Default)]
 struct State {
     known: HashMap<Key, Known>,
+    ran: HashMap<Key, Ran>,
     /// Boxed: at a slot every CronJob has one, and the map's spare slots stay small.
     pending: HashMap<Key, Box<Pending>>,
     writing: HashMap<Key, Box<Pending>>,
@@ -150,6 +175,31 @@ struct State {
 }
 
 impl State {
+    /// Forget the slot run for `key` once the API server stores `stored` (of a CronJob with
+    /// `uid`) at least as late, or the CronJob is another one of the same name.
+    fn settle(&mut self, key: &Key, uid: Option<&str>, stored: Option<Timestamp>) {
+        if let Some(ran) = self.ran.get(key)
+            && (ran.uid.as_deref() != uid || stored.is_some_and(|s| s >= ran.slot))
+        {
+            self.ran.remove(key);
+        }
+    }
+
+    /// The freshest stored copy of `cached` we know: the cache's, unless what we wrote (or
+    /// read after a conflict) is newer.
+    fn stored(&mut self, key: &Key, cached: Arc<CachedCronJob>) -> Arc<CachedCronJob> {
+        let Some(known) = self.known.get(key) else {
+            return cached;
+        };
+        let rv = cached.resource_version();
+        if rv.as_ref().is_some_and(|rv| known.stale.contains(rv)) {
+            return known.over(&cached);
+        }
+        // The cache caught up with what we know, or moved past it.
+        self.known.remove(key);
+        cached
+    }
+
     /// Queue the pending status of `key`, unless it is queued or being written.
     fn enqueue(&mut self, key: Key) {
         if self.writing.contains_key(&key) {
@@ -228,20 +278,19 @@ impl StatusWriter {
     }
 
     /// The freshest copy of `cached` this process knows: the cache's, unless what we wrote
-    /// (or read after a conflict) is newer; with our submitted or in-flight status over it.
-    pub fn view(&self, cached: Arc<CachedCronJob>) -> Arc<CachedCronJob> {
+    /// (or read after a conflict) is newer; with our submitted or in-flight status over it;
+    /// and what we know of its slots beyond it.
+    pub fn view(&self, cached: Arc<CachedCronJob>) -> View {
         let key = ObjectRef::from_obj(cached.as_ref());
         let mut state = self.state();
-        let rv = cached.resource_version();
-        let mut view = cached;
-        if let Some(known) = state.known.get(&key) {
-            if rv.as_ref().is_some_and(|rv| known.stale.contains(rv)) {
-                view = known.over(&view);
-            } else {
-                // The cache caught up with what we know, or moved past it.
-                state.known.remove(&key);
-            }
-        }
+        let stored = state.stored(&key, cached);
+        let stored_last = stored.last_schedule_time();
+        state.settle(&key, stored.metadata.uid.as_deref(), stored_last);
+        let records = Records {
+            ran: state.ran.get(&key).map(|r| r.slot),
+            stored: stored_last,
+        };
+        let mut view = stored;
         let unwritten = state.pending.get(&key).or_else(|| state.writing.get(&key));
         if let Some(p) = unwritten
             && p.base.as_deref() == view.metadata.resource_version.as_deref()
@@ -250,7 +299,31 @@ impl StatusWriter {
             overlaid.status = Some(p.status.clone());
             view = Arc::new(overlaid);
         }
-        view
+        View {
+            cronjob: view,
+            records,
+        }
+    }
+
+    /// `status.lastScheduleTime` of `cached` as the API server stores it: the cache's, unless
+    /// what we wrote (or read after a conflict) is newer.
+    pub fn stored_last_schedule(&self, cached: Arc<CachedCronJob>) -> Option<Timestamp> {
+        let key = ObjectRef::from_obj(cached.as_ref());
+        self.state().stored(&key, cached).last_schedule_time()
+    }
+
+    /// This process ran `slot` of the CronJob `key` (UID `uid`): its Job was created, or
+    /// found. Remembered until the API server stores a status that records it.
+    pub fn ran(&self, key: &Key, uid: Option<&str>, slot: Timestamp) {
+        let mut state = self.state();
+        let later = state
+            .ran
+            .get(key)
+            .is_none_or(|r| r.uid.as_deref() != uid || r.slot < slot);
+        if later {
+            let uid = uid.map(String::from);
+            state.ran.insert(bare(key), Ran { uid, slot });
+        }
     }
 
     /// `object`, which this process wrote outside the status writer (a spec patch, its answer
@@ -265,6 +338,9 @@ impl StatusWriter {
     pub fn observed(&self, cj: &CachedCronJob) {
         let key = ObjectRef::from_obj(cj);
         let mut state = self.state();
+        if !state.ran.is_empty() {
+            state.settle(&key, cj.metadata.uid.as_deref(), cj.last_schedule_time());
+        }
         let Some(known) = state.known.get(&key) else {
             return;
         };
@@ -328,6 +404,7 @@ impl StatusWriter {
             })
         });
         state.pending.retain(|k, _| cached(k).is_some());
+        state.ran.retain(|k, _| cached(k).is_some());
     }
 
     fn next(&self) -> Option<(Key, Pending)> {
@@ -393,6 +470,8 @@ impl StatusWriter {
             Ok(written) => {
                 let mut state = self.state();
                 state.writing.remove(&key);
+                let uid = written.metadata.uid.as_deref();
+                state.settle(&key, uid, written.last_schedule_time());
                 let new_rv = written.metadata.resource_version;
                 let newer = Newer::Written {
                     resource_version: new_rv.clone(),
@@ -473,6 +552,7 @@ impl StatusWriter {
         state.writing.remove(key);
         state.pending.remove(key);
         state.known.remove(key);
+        state.ran.remove(key);
     }
 }
 

@@ -59,6 +59,7 @@ use crate::controller::Shared;
 use crate::controller::cache::SlimJob;
 use crate::controller::events::Recorder;
 use crate::controller::shard::{self, ShardView};
+use crate::controller::slot_records::SlotRecords;
 use crate::job::{self as jobs, Deletion};
 use crate::task::TaskError;
 use decision::{DecisionError, TtlState};
@@ -67,6 +68,9 @@ use tokio_util::sync::CancellationToken;
 
 /// Reconciles (and so API calls) in flight at once, over all watched kinds and namespaces.
 pub const CONCURRENCY: u16 = 8;
+/// An expired scheduled Job whose slot no stored status records yet is looked at again after
+/// this: the status write that records it usually lands within it.
+pub const RECORD_RECHECK: Duration = Duration::from_secs(1);
 /// An expired object another replica handles (`--sharding`) is looked at again after this
 /// (the shard lease duration): if that replica died meanwhile, the object is ours by then.
 pub const NOT_OURS_RECHECK: Duration = Duration::from_secs(15);
@@ -214,6 +218,11 @@ trait TtlObject:
     fn slim(&mut self);
     /// The key it is assigned to a replica by (`--sharding`).
     fn shard_key(&self) -> String;
+    /// Whether deleting it now leaves a record that its CronJob's slot ran (see
+    /// [`SlotRecords`]); always for objects that run no slot.
+    fn slot_recorded(&self, _records: &SlotRecords) -> bool {
+        true
+    }
 }
 
 /// Jobs are watched and read decoded slim ([`SlimJob`]: no pod template, no managedFields).
@@ -257,6 +266,10 @@ impl TtlObject for SlimJob {
     fn shard_key(&self) -> String {
         // With the CronJob that controls it: one replica handles a CronJob and its Jobs.
         shard::job_key(&self.0)
+    }
+
+    fn slot_recorded(&self, records: &SlotRecords) -> bool {
+        records.deletable(&self.0)
     }
 }
 
@@ -321,6 +334,8 @@ struct Context {
     warned: Mutex<HashMap<String, String>>,
     /// Which objects this replica handles (all without `--sharding`).
     shard: ShardView,
+    /// Whether a scheduled Job's slot is recorded (the CronJob controller answers).
+    records: SlotRecords,
 }
 
 impl Debug for Context {
@@ -349,6 +364,7 @@ impl Context {
             log: crate::telemetry::Throttle::default(),
             warned: Mutex::default(),
             shard: shared.shard.clone(),
+            records: shared.records.clone(),
         }
     }
 
@@ -412,6 +428,11 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
     if !ctx.owns(obj) {
         // Another replica deletes it; should that replica die, it is ours by the next look.
         return Ok(Action::requeue(NOT_OURS_RECHECK));
+    }
+    if !obj.slot_recorded(&ctx.records) {
+        // The only record that its slot ran, until its CronJob's status write lands.
+        debug!(kind, %namespace, %name, "expired; waiting for the status that records its slot");
+        return Ok(Action::requeue(RECORD_RECHECK));
     }
 
     // Expired according to the cache: decide again on a fresh copy before deleting, once the

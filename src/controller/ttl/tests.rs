@@ -44,6 +44,7 @@ impl Harness {
             gate: Default::default(),
             shard,
             tasks: Default::default(),
+            records: Default::default(),
         };
         let ctx = Arc::new(Context::new(&shared, metrics, scope));
         Self {
@@ -117,6 +118,41 @@ fn pod(value: Value) -> Pod {
 
 fn foreground(uid: &str) -> Value {
     json!({"propagationPolicy": "Foreground", "preconditions": {"uid": uid}})
+}
+
+#[tokio::test]
+async fn an_expired_scheduled_job_waits_for_the_status_that_records_its_slot() {
+    let mut h = Harness::new(TtlScope::Owned);
+    h.clock.set(ts("2024-03-10T12:00:03Z"));
+    let stored = Arc::new(std::sync::Mutex::new(None));
+    let answer = Arc::clone(&stored);
+    h.ctx.records.install(Box::new(move |ns, name, uid| {
+        assert_eq!((ns, name, uid), ("ns", "cron", "cron-uid"));
+        Ok(Some(*answer.lock().expect("lock")))
+    }));
+    let mut value = job_json("uid", 0, "2024-03-10T11:59:00Z");
+    value["metadata"]["annotations"] =
+        json!({crate::api::ANNOTATION_SCHEDULED_AT: "2024-03-10T11:58:00Z"});
+    // The status write that records 11:58 has not landed: no request, a look again soon.
+    let verifier = h.expect(vec![
+        Expect::get(JOB_PATH).ok(value.clone()),
+        Expect::delete(JOB_PATH).body(foreground("uid")),
+    ]);
+    let cached = Arc::new(job(value));
+    let action = reconcile::<SlimJob>(Arc::clone(&cached), h.ctx.clone()).await;
+    assert_eq!(action.expect("reconcile"), Action::requeue(RECORD_RECHECK));
+    *stored.lock().expect("lock") = Some(ts("2024-03-10T11:57:00Z"));
+    let action = reconcile::<SlimJob>(Arc::clone(&cached), h.ctx.clone()).await;
+    assert_eq!(
+        action.expect("reconcile"),
+        Action::requeue(RECORD_RECHECK),
+        "an earlier slot recorded is not this one"
+    );
+    // Recorded: read fresh, deleted.
+    *stored.lock().expect("lock") = Some(ts("2024-03-10T11:58:00Z"));
+    let action = reconcile::<SlimJob>(cached, h.ctx.clone()).await;
+    assert_eq!(action.expect("reconcile"), Action::await_change());
+    h.finish(verifier).await;
 }
 
 #[tokio::test]
@@ -521,6 +557,7 @@ async fn run_returns_at_once_when_everything_is_off() {
         gate: Default::default(),
         shard: Default::default(),
         tasks: Default::default(),
+        records: Default::default(),
     };
     let result = tokio::time::timeout(
         Duration::from_secs(1),
@@ -568,6 +605,7 @@ fn shared_in_ns(client: Client, clock: Arc<dyn Clock>) -> Shared {
         gate: Default::default(),
         shard: Default::default(),
         tasks: Default::default(),
+        records: Default::default(),
     }
 }
 

@@ -126,10 +126,11 @@ fn scheduled_finish(job: &Job) -> Option<job::Finish> {
         .flatten()
 }
 
-/// Count the Job of a slot that was created before a lost status write (the plan records the
-/// slot as already run): if it already finished, it never joins `status.active`, so it is
-/// counted here, once (the same write records the slot).
-pub fn record_already_created(tally: &mut Tally, old: &CronJobStatus, job: &Job) {
+/// Count the Job of a slot this status records for the first time (created before a status
+/// write that was lost, or by a process that died before writing it): if it already finished,
+/// it never joins `status.active`, so it is counted here, once (the same write records the
+/// slot).
+pub fn record_unlisted(tally: &mut Tally, old: &CronJobStatus, job: &Job) {
     let listed = old
         .active
         .iter()

@@ -39,6 +39,31 @@ pub fn record_last_finished(owned: &[&Job], status: &mut CronJobStatus) {
     }
 }
 
+/// The latest slot that ran, from every record of a run: `old` (the status planned from),
+/// `ran` (what this process ran, its status write pending or lost to a conflict) and the
+/// scheduled Jobs among `owned` (a Job is the record of its slot until a status carries it;
+/// slots after `now` are not believed). Never earlier than `old`: `lastScheduleTime` only
+/// moves forward. Also the Jobs whose slot this recording adds to `old`, oldest slot first.
+pub fn last_scheduled<'a>(
+    old: Option<Timestamp>,
+    ran: Option<Timestamp>,
+    owned: &[&'a Job],
+    now: Timestamp,
+) -> (Option<Timestamp>, Vec<&'a Job>) {
+    let mut added: Vec<(Timestamp, &Job)> = owned
+        .iter()
+        .filter_map(|j| Some((jobs::slot_of(j)?, *j)))
+        .filter(|(slot, _)| *slot <= now && old.is_none_or(|old| *slot > old))
+        .collect();
+    added.sort_by_key(|(slot, _)| *slot);
+    let newest_job = added.last().map(|(slot, _)| *slot);
+    let last = [old, ran.filter(|r| *r <= now), newest_job]
+        .into_iter()
+        .flatten()
+        .max();
+    (last, added.into_iter().map(|(_, j)| j).collect())
+}
+
 /// Order for trimming: oldest first by `status.startTime`, Jobs without one last, ties by name.
 fn age_key(job: &Job) -> (bool, Option<Timestamp>, String) {
     let start = job
@@ -54,9 +79,18 @@ fn age_key(job: &Job) -> (bool, Option<Timestamp>, String) {
 }
 
 /// Deletes of the finished Jobs beyond `successful_limit` / `failed_limit` (negative counts as
-/// 0), oldest first. Jobs already being deleted are neither counted nor deleted again.
-pub fn trim(owned: &[&Job], successful_limit: i32, failed_limit: i32) -> Vec<Action> {
+/// 0), oldest first. Jobs already being deleted are neither counted nor deleted again; a Job
+/// that is the only record of its slot (see [`jobs::slot_recorded`]: were the process to die
+/// after its delete, before the status that records the slot is written, the slot would run
+/// again) counts but waits.
+pub fn trim(
+    owned: &[&Job],
+    successful_limit: i32,
+    failed_limit: i32,
+    stored: Option<Timestamp>,
+) -> Trim {
     let mut deletes = Vec::new();
+    let mut held = 0;
     for (outcome, limit) in [
         (Outcome::Complete, successful_limit),
         (Outcome::Failed, failed_limit),
@@ -74,13 +108,29 @@ pub fn trim(owned: &[&Job], successful_limit: i32, failed_limit: i32) -> Vec<Act
         }
         done.sort_by_key(|j| age_key(j));
         let excess = done.len() - keep;
-        deletes.extend(done.into_iter().take(excess).map(|job| Action::DeleteJob {
-            name: job.metadata.name.clone().unwrap_or_default(),
-            uid: job.metadata.uid.clone(),
-            reason: DeleteReason::History,
-        }));
+        for job in done.into_iter().take(excess) {
+            if !jobs::slot_recorded(job, stored) {
+                held += 1;
+                continue;
+            }
+            deletes.push(Action::DeleteJob {
+                name: job.metadata.name.clone().unwrap_or_default(),
+                uid: job.metadata.uid.clone(),
+                reason: DeleteReason::History,
+            });
+        }
     }
-    deletes
+    Trim { deletes, held }
+}
+
+/// The history Jobs to delete now, and how many more wait for the status that records their
+/// slot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Trim {
+    /// Deletes, oldest first.
+    pub deletes: Vec<Action>,
+    /// Jobs beyond the limits kept for now, until a status records their slot.
+    pub held: usize,
 }
 
 #[cfg(test)]
@@ -88,8 +138,8 @@ mod tests {
     use super::*;
     use crate::testing::fixtures::{JobFixture, job, t};
 
-    fn deleted(actions: &[Action]) -> Vec<String> {
-        actions
+    fn deleted(trim: &Trim) -> Vec<String> {
+        trim.deletes
             .iter()
             .filter_map(|a| match a {
                 Action::DeleteJob { name, .. } => Some(name.clone()),
@@ -153,10 +203,139 @@ mod tests {
         ];
         for (name, owned, ok_limit, failed_limit, want) in cases {
             assert_eq!(
-                deleted(&trim(&owned, ok_limit, failed_limit)),
+                deleted(&trim(&owned, ok_limit, failed_limit, None)),
                 want,
                 "{name}"
             );
+        }
+    }
+
+    #[test]
+    fn a_job_that_is_the_only_record_of_its_slot_counts_but_waits() {
+        let slot = |name: &str, at: &str| {
+            job(name)
+                .scheduled_for(at)
+                .started_at(at)
+                .complete_at("2024-01-01T12:00:00Z")
+        };
+        let ten = slot("ten", "2024-01-01T10:00:00Z");
+        let eleven = slot("eleven", "2024-01-01T11:00:00Z");
+        let manual = job("manual")
+            .manual()
+            .started_at("2024-01-01T11:30:00Z")
+            .complete_at("2024-01-01T12:00:00Z");
+        // (name, stored lastScheduleTime, successful limit, deleted)
+        let cases = [
+            (
+                "both stored",
+                Some("2024-01-01T11:00:00Z"),
+                0,
+                vec!["ten", "eleven"],
+            ),
+            (
+                "the newer not stored yet",
+                Some("2024-01-01T10:00:00Z"),
+                0,
+                vec!["ten"],
+            ),
+            ("nothing stored", None, 0, vec![]),
+            // Held, it still counts against the limit: the older one goes.
+            (
+                "limit 1, the newest held",
+                Some("2024-01-01T10:00:00Z"),
+                1,
+                vec!["ten"],
+            ),
+        ];
+        for (name, stored, limit, want) in cases {
+            let owned = [&ten, &eleven];
+            let trimmed = trim(&owned, limit, 1, stored.map(t));
+            let kept = [&ten, &eleven].len() - usize::try_from(limit).unwrap_or(0);
+            assert_eq!(deleted(&trimmed), want, "{name}");
+            assert_eq!(trimmed.held, kept - want.len(), "{name}: held");
+        }
+        // A manual run is no slot's record.
+        assert_eq!(deleted(&trim(&[&manual], 0, 1, None)), ["manual"]);
+    }
+
+    /// (name, old, ran, owned, last, Jobs added).
+    type LastCase<'a> = (
+        &'a str,
+        Option<Timestamp>,
+        Option<Timestamp>,
+        Vec<&'a Job>,
+        Option<Timestamp>,
+        Vec<&'a str>,
+    );
+
+    #[test]
+    fn the_last_slot_comes_from_every_record_and_never_moves_back() {
+        let now = t("2024-01-01T12:00:00Z");
+        let ten = job("ten").scheduled_for("2024-01-01T10:00:00Z");
+        let eleven = job("eleven").scheduled_for("2024-01-01T11:00:00Z");
+        let future = job("future").scheduled_for("2024-01-02T00:00:00Z");
+        let manual = job("manual").manual();
+        let at = |s: &str| Some(t(s));
+        let names = |jobs: Vec<&Job>| -> Vec<String> {
+            jobs.iter()
+                .filter_map(|j| j.metadata.name.clone())
+                .collect()
+        };
+        let cases: Vec<LastCase> = vec![
+            ("nothing ran", None, None, vec![&manual], None, vec![]),
+            (
+                "the status alone",
+                at("2024-01-01T09:00:00Z"),
+                None,
+                vec![],
+                at("2024-01-01T09:00:00Z"),
+                vec![],
+            ),
+            (
+                "Jobs the status lacks",
+                at("2024-01-01T09:00:00Z"),
+                None,
+                vec![&eleven, &ten],
+                at("2024-01-01T11:00:00Z"),
+                vec!["ten", "eleven"],
+            ),
+            (
+                "Jobs the status has",
+                at("2024-01-01T11:00:00Z"),
+                None,
+                vec![&ten, &eleven],
+                at("2024-01-01T11:00:00Z"),
+                vec![],
+            ),
+            (
+                "what this process ran, its Job gone",
+                at("2024-01-01T09:00:00Z"),
+                at("2024-01-01T11:00:00Z"),
+                vec![&ten],
+                at("2024-01-01T11:00:00Z"),
+                vec!["ten"],
+            ),
+            (
+                "never backwards",
+                at("2024-01-01T11:30:00Z"),
+                at("2024-01-01T10:00:00Z"),
+                vec![&ten],
+                at("2024-01-01T11:30:00Z"),
+                vec![],
+            ),
+            (
+                "a slot after now is not believed",
+                None,
+                at("2024-01-02T00:00:00Z"),
+                vec![&future],
+                None,
+                vec![],
+            ),
+        ];
+        for (name, old, ran, owned, want, added) in cases {
+            let (last, new) = last_scheduled(old, ran, &owned, now);
+            assert_eq!(last, want, "{name}");
+            assert_eq!(names(new), added, "{name}");
         }
     }
 

@@ -67,6 +67,41 @@ pub mod events {
     pub const SUSPENDED_AFTER_FAILURES: &str = "SuspendedAfterFailures";
 }
 
+/// What the controller knows of a CronJob's slots beyond the copy it plans from.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Records {
+    /// The latest slot this process ran for the CronJob (created its Job, or found it), whether
+    /// or not a status carrying it has been written: a write that lags, conflicts or coalesces
+    /// never lets the slot run again, even once its Job is deleted.
+    pub ran: Option<Timestamp>,
+    /// `status.lastScheduleTime` as the API server stores it, without the statuses this
+    /// process has yet to write. A scheduled Job whose slot is later is the only durable record
+    /// that its slot ran: it is not deleted until a status carries the slot.
+    pub stored: Option<Timestamp>,
+}
+
+impl Records {
+    /// Nothing known beyond `cj`: its status is what the API server stores.
+    pub fn of(cj: &CronJob) -> Self {
+        Self {
+            ran: None,
+            stored: last_schedule_time(cj),
+        }
+    }
+}
+
+/// `status.lastScheduleTime` of `cj`.
+pub fn last_schedule_time(cj: &CronJob) -> Option<Timestamp> {
+    cj.status
+        .as_ref()
+        .and_then(|s| s.last_schedule_time.as_ref())
+        .map(|t| t.0)
+}
+
+/// How soon to look again while a finished Job waits for the status that records its slot
+/// before the history limits delete it.
+pub const HELD_RECHECK: Duration = Duration::from_secs(1);
+
 /// Manager settings the plan depends on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct PlanConfig {
@@ -200,8 +235,19 @@ pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
 /// Decide what to do for `cj` given its Jobs at `now`, with the template check its status
 /// records ([`recorded_template_check`]).
 pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -> Plan {
+    plan_recorded(cj, jobs, Records::of(cj), now, cfg)
+}
+
+/// [`plan`] with what the controller knows of the CronJob's slots beyond `cj`.
+pub fn plan_recorded(
+    cj: &CronJob,
+    jobs: &[Arc<Job>],
+    records: Records,
+    now: Timestamp,
+    cfg: &PlanConfig,
+) -> Plan {
     let recorded = recorded_template_check(cj);
-    plan_checked(cj, jobs, now, cfg, recorded.invalid())
+    plan_checked(cj, jobs, records, now, cfg, recorded.invalid())
 }
 
 /// Whether the planned status says the CronJob schedules Jobs.
@@ -214,6 +260,7 @@ pub fn schedules(plan: &Plan) -> bool {
 pub fn plan_checked(
     cj: &CronJob,
     jobs: &[Arc<Job>],
+    records: Records,
     now: Timestamp,
     cfg: &PlanConfig,
     invalid_template: Option<&str>,
@@ -226,24 +273,42 @@ pub fn plan_checked(
     let mut actions = running.events;
     let active = running.active;
 
+    let old_last = old.last_schedule_time.as_ref().map(|t| t.0);
+    let (last_scheduled, added) = history::last_scheduled(old_last, records.ran, &owned, now);
+    status.last_schedule_time = last_scheduled.map(Time);
     history::record_last_finished(&owned, &mut status);
-    actions.extend(history::trim(
+    let trimmed = history::trim(
         &owned,
         cj.spec.successful_history_limit(),
         cj.spec.failed_history_limit(),
-    ));
+        records.stored,
+    );
+    let held = trimmed.held > 0;
+    actions.extend(trimmed.deletes);
     let mut tally = failures::tally(cj, &old, &owned);
+    for job in added {
+        // Its slot was never recorded, so it never joined `status.active` on its own.
+        failures::record_unlisted(&mut tally, &old, job);
+    }
     let suspend = failures::suspension(cj, &tally);
 
     let seen = scheduling::Seen {
         cj,
+        last_scheduled,
         owned: &owned,
         active: &active,
         invalid_template,
         suspended: (cj.spec.is_suspended() || suspend.is_some())
             .then(|| failures::suspended(cj, &tally, &owned)),
     };
-    let decided = scheduling::decide(seen, now, cfg);
+    let mut decided = scheduling::decide(seen, now, cfg);
+    if held {
+        decided.requeue_after = Some(
+            decided
+                .requeue_after
+                .map_or(HELD_RECHECK, |d| d.min(HELD_RECHECK)),
+        );
+    }
     actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
     status.next_schedule_time = decided.next.map(Time);
     actions.extend(decided.events);
@@ -252,9 +317,6 @@ pub fn plan_checked(
         match due.run {
             scheduling::Run::AlreadyCreated => {
                 status.last_schedule_time = Some(Time(due.slot));
-                if let Some(job) = slot_job(cj, &owned, due.slot) {
-                    failures::record_already_created(&mut tally, &old, job);
-                }
             }
             scheduling::Run::Skip => {}
             scheduling::Run::Create { job, replace } => {
@@ -280,15 +342,6 @@ pub fn plan_checked(
         status,
         requeue_after: decided.requeue_after,
     }
-}
-
-/// The Job of `slot` among `owned`.
-fn slot_job<'a>(cj: &CronJob, owned: &[&'a Job], slot: Timestamp) -> Option<&'a Job> {
-    let name = job::scheduled_name(cj.metadata.name.as_deref()?, slot);
-    owned
-        .iter()
-        .copied()
-        .find(|j| j.metadata.name.as_deref() == Some(name.as_str()))
 }
 
 /// Record the `Ready` condition; a problem gets a Warning Event once, not on every reconcile it

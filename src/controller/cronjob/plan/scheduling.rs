@@ -208,8 +208,11 @@ pub fn next_run(cj: &CronJob, now: Timestamp) -> Option<Timestamp> {
 /// What the decision is about: the CronJob, the Jobs it controls and those still running.
 #[derive(Debug, Clone)]
 pub struct Seen<'a> {
-    /// The CronJob (its `status.lastScheduleTime` anchors the missed-run search).
+    /// The CronJob.
     pub cj: &'a CronJob,
+    /// The latest slot that ran, from every record of it (the status, what this process ran,
+    /// the Jobs): it anchors the missed-run search.
+    pub last_scheduled: Option<Timestamp>,
     /// The Jobs it controls.
     pub owned: &'a [&'a Job],
     /// Its running Jobs (the reconciled `status.active`).
@@ -224,11 +227,7 @@ pub struct Seen<'a> {
 /// Decide for what was `seen` at `now`.
 pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
     let cj = seen.cj;
-    let last_schedule_time = cj
-        .status
-        .as_ref()
-        .and_then(|s| s.last_schedule_time.as_ref())
-        .map(|t| t.0);
+    let last_schedule_time = seen.last_scheduled;
     if cj.metadata.deletion_timestamp.is_some() {
         return Scheduling::idle(Readiness::not_ready(
             reason::TERMINATING,

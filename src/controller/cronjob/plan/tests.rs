@@ -871,10 +871,12 @@ fn a_failed_job_of_a_slot_created_before_a_lost_status_write_counts_once() {
     assert_eq!(p.creates().count(), 0);
     assert_eq!(p.status.last_schedule_time, Some(Time(slot)));
     assert_eq!(p.status.consecutive_failures, 1);
-    // The next reconcile sees the count at the limit and suspends; the Job is not counted again.
-    let mut next = cj.clone();
+    // The count reaches the limit in this reconcile: it suspends now.
+    assert_eq!(p.suspend.as_ref().map(|s| s.count), Some(1));
+    // Planned again once suspended, the Job is not counted again.
+    let mut next = cj.clone().suspended();
     next.status = Some(p.status.clone());
     let p2 = plan(&next, &jobs, just_after_the_hour(), &PlanConfig::default());
     assert_eq!(p2.status.consecutive_failures, 1);
-    assert_eq!(p2.suspend.as_ref().map(|s| s.count), Some(1));
+    assert_eq!(p2.suspend, None);
 }
