@@ -21,6 +21,7 @@ mod migrate;
 mod missed;
 mod multi_schedule;
 mod observe;
+mod once;
 mod parity;
 mod plugin;
 mod policy;
@@ -82,6 +83,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         migrate::cases(),
         missed::cases(),
         multi_schedule::cases(),
+        once::cases(),
         parity::cases(),
         plugin::cases(),
         policy::cases(),

@@ -75,7 +75,7 @@ impl Webhook {
 }
 
 /// Write `tls.crt` and `tls.key` for 127.0.0.1 into `dir`, signed by a new CA; the CA's PEM.
-fn write_serving_pair(dir: &Path) -> String {
+pub fn write_serving_pair(dir: &Path) -> String {
     let ca_key = KeyPair::generate().expect("CA key");
     let mut ca_params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
     ca_params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
