@@ -168,6 +168,45 @@ async fn a_job_that_finishes_costs_one_status_write_and_one_event_more() {
     running.shut_down().await;
 }
 
+/// Jobs gone in seconds (no history kept, each done a second after its creation) cost what
+/// they cost before a Job that is the only record of its slot had to wait for the status that
+/// records it: per CronJob, the Job POST, two status writes (the slot, the finish), three Events
+/// (created, completed, deleted) and the history delete; one Job each.
+#[tokio::test(start_paused = true)]
+async fn a_job_gone_in_a_second_costs_no_more_writes() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    sim.set_job_duration(Some(Duration::from_secs(1)));
+    for i in 0..CRONJOBS {
+        let mut cj = cronjob_json(
+            "load",
+            &format!("cj-{i:04}"),
+            "* * * * *",
+            "2024-01-01T09:00:00Z",
+            Some("2024-01-01T10:00:00Z"),
+        );
+        cj["spec"]["successfulJobsHistoryLimit"] = 0.into();
+        cj["spec"]["failedJobsHistoryLimit"] = 0.into();
+        sim.insert(cj);
+    }
+    let running = settled(&sim, clock).await;
+    tokio::time::sleep(Duration::from_secs(50)).await;
+    let counts = writes(&sim);
+    record_calls(&sim);
+    println!("one slot, Jobs gone in a second: {counts:?}");
+    assert_eq!(count(&counts, "create jobs"), CRONJOBS, "{counts:?}");
+    assert_eq!(count(&counts, "delete jobs"), CRONJOBS, "{counts:?}");
+    assert_eq!(
+        count(&counts, "patch cronjobs/status"),
+        2 * CRONJOBS,
+        "{counts:?}"
+    );
+    assert_eq!(count(&counts, "create events"), 3 * CRONJOBS, "{counts:?}");
+    assert_eq!(counts.values().sum::<usize>(), 7 * CRONJOBS, "{counts:?}");
+    assert!(sim.list(&kronjob_apisim::Resource::jobs(), Some("load")).is_empty());
+    running.shut_down().await;
+}
+
 /// After the 10:01 slot, whose Jobs succeed in 10 s, each CronJob's series show the slot, the
 /// success and the 10:02 slot; they leave with the controller.
 #[tokio::test(start_paused = true)]
