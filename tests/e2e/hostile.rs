@@ -9,7 +9,7 @@
 //! exceed the cap and idle ones are closed after the header-read timeout; at most 50 template
 //! dry runs reach the API server in any minute (counted by the manager and by the API server
 //! itself); a legitimate CronJob create through the API server is answered within 2 s; the
-//! slot's 100 Jobs are created on time. The figures are printed for the README.
+//! slot's 100 Jobs are created on time. The figures are printed for docs/security.md.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
