@@ -103,11 +103,18 @@ impl Created {
 }
 
 /// Each of `cronjobs` ran each slot of `slots` with exactly one Job.
-fn assert_each_slot_once(created: &Created, cronjobs: &[&str], slots: std::ops::RangeInclusive<i64>) {
+fn assert_each_slot_once(
+    created: &Created,
+    cronjobs: &[&str],
+    slots: std::ops::RangeInclusive<i64>,
+) {
     for cronjob in cronjobs {
         let runs = created.runs(cronjob);
         let want: BTreeMap<i64, usize> = slots.clone().map(|s| (s, 1)).collect();
-        let got: BTreeMap<i64, usize> = runs.into_iter().filter(|(s, _)| slots.contains(s)).collect();
+        let got: BTreeMap<i64, usize> = runs
+            .into_iter()
+            .filter(|(s, _)| slots.contains(s))
+            .collect();
         assert_eq!(got, want, "{cronjob}: slot -> Jobs created");
     }
 }
@@ -147,7 +154,9 @@ fn delete_jobs_at_once(env: &Env, cronjob: &str) -> JoinHandle<()> {
         while let Some(event) = events.next().await {
             let Ok(job) = event else { continue };
             if job.metadata.deletion_timestamp.is_none() {
-                let _ = jobs.delete(&job.name_any(), &DeleteParams::background()).await;
+                let _ = jobs
+                    .delete(&job.name_any(), &DeleteParams::background())
+                    .await;
             }
         }
     })
@@ -186,15 +195,21 @@ impl Gone {
         assert_each_slot_once(&self.created, &[GONE_BY_TTL, GONE_BY_USER], slots.clone());
         let last = *slots.end();
         for name in [GONE_BY_TTL, GONE_BY_USER] {
-            wait_for(Duration::from_secs(30), &format!("{name} records {last}"), || async {
-                (last_scheduled(env, name).await >= Some(last)).then_some(())
-            })
+            wait_for(
+                Duration::from_secs(30),
+                &format!("{name} records {last}"),
+                || async { (last_scheduled(env, name).await >= Some(last)).then_some(()) },
+            )
             .await;
         }
-        wait_for(Duration::from_secs(60), "the TTL-0 Jobs deleted", || async {
-            let left = env.jobs_of(GONE_BY_TTL).await;
-            left.is_empty().then_some(())
-        })
+        wait_for(
+            Duration::from_secs(60),
+            "the TTL-0 Jobs deleted",
+            || async {
+                let left = env.jobs_of(GONE_BY_TTL).await;
+                left.is_empty().then_some(())
+            },
+        )
         .await;
         let missing = Duration::from_secs(30);
         crate::observe::wait_event(env, GONE_BY_USER, "MissingJob", GONE_BY_USER, missing).await;
@@ -220,8 +235,13 @@ pub async fn a_job_gone_in_seconds_never_runs_its_slot_again(ctx: Ctx) {
     env.cleanup().await;
 }
 
-/// CronJobs in the busy namespace: each slot makes that many Jobs and status writes.
+/// CronJobs in the busy namespace: each slot makes that many Jobs and status writes
+/// (`KRONJOB_E2E_BUSY` sets another number, e.g. 10,000 for a measurement).
 const BUSY: usize = 2_000;
+
+/// The CronJob whose finished Jobs only the TTL controller deletes (TTL 0, history kept): the
+/// TTL controller's lateness under load is read off it.
+const GONE_BY_TTL_ONLY: &str = "gone-ttl-only";
 
 /// The same on a manager that is busy: it also schedules a namespace of [`BUSY`] CronJobs on
 /// `* * * * *`, which runs one slot and is deleted 10 s before the next, as in the run that
@@ -232,8 +252,14 @@ pub async fn a_job_gone_in_seconds_under_a_busy_manager(ctx: Ctx) {
     let busy = Env::on(&ctx, plane.kubeconfig()).await;
     let mut manager = env.manager(&["--namespace", busy.namespace.as_str()]);
     manager.wait_ready(Duration::from_secs(60)).await;
-    create_many(&busy.client, &busy.namespace, BUSY).await;
+    let busy_count = std::env::var("KRONJOB_E2E_BUSY")
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(BUSY);
+    create_many(&busy.client, &busy.namespace, busy_count).await;
     let gone = Gone::start(&env).await;
+    crate::cronjob::create(&env, every_minute(GONE_BY_TTL_ONLY, Some(0), 100)).await;
+    let ttl_only = finish_pods_at_once(&env, GONE_BY_TTL_ONLY);
     // The busy namespace runs slot `first` with the others, and is deleted 10 s before the
     // next one.
     let first = at_second(5).await + 1;
@@ -244,7 +270,15 @@ pub async fn a_job_gone_in_seconds_under_a_busy_manager(ctx: Ctx) {
         .expect("delete the busy namespace");
     wait_past(first + 2, 40).await;
     gone.check(&env, first..=first + 2).await;
+    assert_each_slot_once(&gone.created, &[GONE_BY_TTL_ONLY], first..=first + 2);
+    wait_for(
+        Duration::from_secs(120),
+        "the TTL controller to delete every Job",
+        || async { env.jobs_of(GONE_BY_TTL_ONLY).await.is_empty().then_some(()) },
+    )
+    .await;
     report_ttl_lateness(&manager).await;
+    ttl_only.abort();
     gone.stop();
     env.cleanup().await;
 }
@@ -333,7 +367,12 @@ async fn create_many(client: &Client, namespace: &str, count: usize) {
             }
         })
         .await;
-    let listed = api.list(&ListParams::default()).await.expect("list").items.len();
+    let listed = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .len();
     assert_eq!(listed, count);
 }
 
@@ -474,19 +513,30 @@ pub async fn a_status_write_held_back_never_lets_a_deleted_job_run_its_slot_agai
     .await;
     let webhook = HoldingWebhook::install(&ctx, &env).await;
     // The API server calls it within a moment: probe with status writes of our own.
-    wait_for(Duration::from_secs(30), "the API server to call the webhook", || async {
-        let probe = json!({"metadata": {"annotations": {"probe": jiff::Timestamp::now().to_string()}}});
-        let _ = cronjobs
-            .patch_status(NAME, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&probe))
-            .await;
-        (webhook.calls() > 0).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the API server to call the webhook",
+        || async {
+            let probe =
+                json!({"metadata": {"annotations": {"probe": jiff::Timestamp::now().to_string()}}});
+            let _ = cronjobs
+                .patch_status(
+                    NAME,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&probe),
+                )
+                .await;
+            (webhook.calls() > 0).then_some(())
+        },
+    )
     .await;
     let slot = at_second(50).await + 1;
     webhook.holding.send_replace(true);
-    wait_for(Duration::from_secs(30), "the slot's status write, held", || async {
-        (webhook.held() > 0 && created.runs(NAME).contains_key(&slot)).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the slot's status write, held",
+        || async { (webhook.held() > 0 && created.runs(NAME).contains_key(&slot)).then_some(()) },
+    )
     .await;
     let job = format!("{NAME}-{slot}");
     env.api::<Job>()
@@ -495,18 +545,32 @@ pub async fn a_status_write_held_back_never_lets_a_deleted_job_run_its_slot_agai
         .expect("delete the slot's Job");
     let label = json!({"metadata": {"labels": {"team": "b"}}});
     cronjobs
-        .patch(NAME, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&label))
+        .patch(
+            NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
         .await
         .expect("label the CronJob");
     // Time for the deletion to reach the manager and for a plan to run on it.
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert_eq!(created.runs(NAME).get(&slot), Some(&1), "the slot ran again");
+    assert_eq!(
+        created.runs(NAME).get(&slot),
+        Some(&1),
+        "the slot ran again"
+    );
     webhook.holding.send_replace(false);
-    wait_for(Duration::from_secs(30), "the status to record the slot", || async {
-        (last_scheduled(&env, NAME).await == Some(slot)).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the status to record the slot",
+        || async { (last_scheduled(&env, NAME).await == Some(slot)).then_some(()) },
+    )
     .await;
-    assert_eq!(created.runs(NAME).get(&slot), Some(&1), "the slot ran again");
+    assert_eq!(
+        created.runs(NAME).get(&slot),
+        Some(&1),
+        "the slot ran again"
+    );
     let missing = Duration::from_secs(30);
     crate::observe::wait_event(&env, NAME, "MissingJob", &job, missing).await;
     webhook.server.abort();

@@ -73,8 +73,9 @@ struct Pending {
     base: Option<String>,
     status: Status,
     attempts: u32,
-    /// In the queue (a CronJob is queued once, however often it is submitted).
-    queued: bool,
+    /// The lane it is queued in (a CronJob is queued once per lane, however often it is
+    /// submitted).
+    queued: Option<Lane>,
 }
 
 /// What is newer than the cache: the version and status we wrote, the object read fresh
@@ -164,6 +165,16 @@ pub struct View {
     pub records: Records,
 }
 
+/// Which statuses are written first: those that record a slot this process ran (while one is
+/// unwritten, its Job is the only record that the slot ran, and a crash then could let it run
+/// again; kronjob also keeps that Job from being deleted meanwhile), then the rest (a namespace
+/// of thousands of CronJobs whose statuses change at once must not hold those back).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Lane {
+    Records,
+    Others,
+}
+
 #[derive(Debug, Default)]
 struct State {
     known: HashMap<Key, Known>,
@@ -171,7 +182,9 @@ struct State {
     /// Boxed: at a slot every CronJob has one, and the map's spare slots stay small.
     pending: HashMap<Key, Box<Pending>>,
     writing: HashMap<Key, Box<Pending>>,
-    queue: VecDeque<Key>,
+    /// Statuses that record a slot, then the others (see [`Lane`]).
+    records: VecDeque<Key>,
+    others: VecDeque<Key>,
 }
 
 impl State {
@@ -200,16 +213,27 @@ impl State {
         cached
     }
 
-    /// Queue the pending status of `key`, unless it is queued or being written.
+    /// Queue the pending status of `key`, unless it is queued (in its lane, or in the records'
+    /// lane) or being written. A status records a slot while this process ran one for the
+    /// CronJob that the API server does not store yet.
     fn enqueue(&mut self, key: Key) {
         if self.writing.contains_key(&key) {
             return;
         }
+        let lane = if self.ran.contains_key(&key) {
+            Lane::Records
+        } else {
+            Lane::Others
+        };
         if let Some(p) = self.pending.get_mut(&key)
-            && !p.queued
+            && p.queued != Some(lane)
+            && p.queued != Some(Lane::Records)
         {
-            p.queued = true;
-            self.queue.push_back(key);
+            p.queued = Some(lane);
+            match lane {
+                Lane::Records => self.records.push_back(key),
+                Lane::Others => self.others.push_back(key),
+            }
         }
     }
 
@@ -363,7 +387,7 @@ impl StatusWriter {
         let (attempts, queued) = state
             .pending
             .get(&key)
-            .map_or((0, false), |p| (p.attempts, p.queued));
+            .map_or((0, None), |p| (p.attempts, p.queued));
         state.pending.insert(
             key.clone(),
             Box::new(Pending {
@@ -409,9 +433,14 @@ impl StatusWriter {
 
     fn next(&self) -> Option<(Key, Pending)> {
         let mut state = self.state();
-        while let Some(key) = state.queue.pop_front() {
+        // A key queued in both lanes is written at its first turn; its second finds nothing.
+        while let Some(key) = state
+            .records
+            .pop_front()
+            .or_else(|| state.others.pop_front())
+        {
             if let Some(mut p) = state.pending.remove(&key) {
-                p.queued = false;
+                p.queued = None;
                 state.writing.insert(key.clone(), p.clone());
                 return Some((key, *p));
             }
@@ -584,6 +613,39 @@ mod tests {
             .await
             .expect("a request")
             .expect("client alive")
+    }
+
+    #[tokio::test]
+    async fn a_status_that_records_a_slot_is_written_before_those_queued_ahead_of_it() {
+        let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let writer = StatusWriter::new(Client::new(service, "default"), Gate::new(), reconcile);
+        for name in ["a", "b"] {
+            writer.submit(
+                ObjectRef::new(name).within("ns"),
+                Some("5".into()),
+                Default::default(),
+            );
+        }
+        let slot: Timestamp = "2024-01-01T10:00:00Z".parse().expect("time");
+        let key = ObjectRef::new("cj").within("ns");
+        writer.ran(&key, Some("uid"), slot);
+        writer.submit(key, Some("5".into()), Default::default());
+        let stop = CancellationToken::new();
+        let run = tokio::spawn(writer.clone().run(1, stop.clone(), Duration::from_secs(1)));
+        let mut order = Vec::new();
+        for _ in 0..3 {
+            let (request, send) = next(&mut api).await;
+            let path = request.uri().path().to_string();
+            order.push(path.rsplit('/').nth(1).unwrap_or_default().to_string());
+            send.send_response(answer("6", 0));
+        }
+        assert_eq!(order, ["cj", "a", "b"]);
+        stop.cancel();
+        tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .expect("the writers stop")
+            .expect("no panic");
     }
 
     #[tokio::test]
