@@ -28,12 +28,10 @@ lint:
     cargo fmt --check
     cargo clippy --all-targets -- -D warnings
 
-# Regenerate the CRD YAML and its copy in the helm chart, and the Job's protobuf schema
-# (src/proto/schema.rs, from proto/).
+# Regenerate the CRD YAML and its copy in the helm chart.
 generate:
     cargo run --quiet -- crd > {{crd_file}}
     if [ -d {{chart}}/crds ]; then cp {{crd_file}} {{chart}}/crds/; fi
-    KRONJOB_REGENERATE=1 cargo test --quiet --test proto_schema
 
 # Render every install path: kustomize and the helm chart (default, cert-manager, and with the
 # monitoring objects); check and unit-test the chart's alerting rules with promtool.

@@ -134,10 +134,6 @@ struct Args {
     /// as a controller's cache does) or `meta+full`; each in a namespace of its own.
     #[arg(long = "floor-watch", value_parser = ["meta", "full", "meta+full"])]
     floor_watch: Vec<String>,
-    /// Also measure the floor with kronjob's Jobs sent and read in protobuf, through the layer
-    /// kronjob's client uses (before the run, and after it unless `--no-floor-after`).
-    #[arg(long)]
-    floor_protobuf: bool,
     /// Measure the heap bytes per cached CronJob and Job on the run's objects.
     #[arg(long)]
     sizes: bool,
@@ -1571,15 +1567,11 @@ struct Report {
     floor_before: Option<Floor>,
     /// The floor with the Jobs kronjob makes.
     floor_kronjob: Option<Floor>,
-    /// The same, sent and answered in protobuf (`--floor-protobuf`).
-    floor_kronjob_protobuf: Option<Floor>,
     /// The floors with `--floor-watch` watches open.
     floor_watched: Vec<Floor>,
     floor_after: Option<Floor>,
     /// After the slots, the Jobs kronjob makes, watched as the slots' are.
     floor_kronjob_after: Option<Floor>,
-    /// The same, sent and answered in protobuf (`--floor-protobuf`).
-    floor_kronjob_protobuf_after: Option<Floor>,
     phases: Vec<Phase>,
     sizes: Option<sizes::Sizes>,
     /// etcd's snapshots and compactions over the run, from its log.
@@ -1679,9 +1671,6 @@ fn summary_table(out: &mut String, r: &Report) {
         .as_ref()
         .and_then(|f| f.arrived)
         .map(|a| a.p99);
-    let arrival_p99 = |f: &Option<Floor>| f.as_ref().and_then(|f| f.arrived).map(|a| a.p99);
-    let floor_same_pb = arrival_p99(&r.floor_kronjob_protobuf);
-    let floor_end_pb = arrival_p99(&r.floor_kronjob_protobuf_after);
     let sum = if sharded(r) {
         ", sum of the replicas"
     } else {
@@ -1733,14 +1722,6 @@ fn summary_table(out: &mut String, r: &Report) {
         (
             "last slot's p99 skew (arrival) / floor p99 arrival after the slots (kronjob's Jobs, same watch)".into(),
             Box::new(move |p| ratio(last_slot(p), floor_end)),
-        ),
-        (
-            "p99 skew (arrival) / floor p99 arrival (kronjob's Jobs in protobuf, same watch)".into(),
-            Box::new(move |p| ratio(worst(p, |s| s.skew_arrived), floor_same_pb)),
-        ),
-        (
-            "last slot's p99 skew (arrival) / floor p99 arrival after the slots (kronjob's Jobs in protobuf, same watch)".into(),
-            Box::new(move |p| ratio(last_slot(p), floor_end_pb)),
         ),
         (
             "the API server's mean time per Job create (all slots), ms".into(),
@@ -1938,11 +1919,6 @@ fn table(r: &Report) -> String {
         "before, kronjob's Jobs, observed as the controller's are",
         &r.floor_kronjob,
     );
-    floor_row(
-        &mut out,
-        "before, kronjob's Jobs in protobuf (kronjob's client layer), observed alike",
-        &r.floor_kronjob_protobuf,
-    );
     for f in &r.floor_watched {
         let what = format!("with a `{}` Job watch open", f.watch);
         floor_row(&mut out, &what, &Some(f.clone()));
@@ -1951,11 +1927,6 @@ fn table(r: &Report) -> String {
         &mut out,
         "after the slots (the server holding the run's objects), kronjob's Jobs, observed as the controller's are",
         &r.floor_kronjob_after,
-    );
-    floor_row(
-        &mut out,
-        "after the slots, kronjob's Jobs in protobuf, observed alike",
-        &r.floor_kronjob_protobuf_after,
     );
     floor_row(
         &mut out,
@@ -2020,22 +1991,7 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         )
         .await?,
     );
-    let protobuf_client = kronjob::client::client_with_layer(
-        &kronjob::client::ClientOptions {
-            kubeconfig: Some(plane.kubeconfig().to_path_buf()),
-            context: None,
-        },
-        &kronjob::controller::slim_jobs::SlimJobsLayer,
-    )
-    .await?;
-    let mut floor_kronjob_protobuf = None;
-    let mut kronjob_jobs = vec!["scale-floor-kronjob-jobs".to_string()];
-    if args.floor_protobuf {
-        let ns = "scale-floor-kronjob-jobs-protobuf";
-        floor_kronjob_protobuf =
-            Some(floor_watched(&protobuf_client, &client, ns, &args, "meta", true).await?);
-        kronjob_jobs.push(ns.into());
-    }
+    let kronjob_jobs = vec!["scale-floor-kronjob-jobs".to_string()];
     // Their Jobs carry kronjob's labels: gone before kronjob starts, or its caches would hold
     // them.
     let took = delete_namespaces(&client, &kronjob_jobs).await?;
@@ -2050,7 +2006,6 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     let mut phases = Vec::new();
     let mut floor_after = None;
     let mut floor_kronjob_after = None;
-    let mut floor_kronjob_protobuf_after = None;
     let mut sizes = None;
     if !args.no_kronjob {
         phases.push(phase(Which::Kronjob, "scale-kronjob", &args, &assets, &mut plane).await?);
@@ -2065,12 +2020,6 @@ async fn run(args: Args) -> Result<Report, BoxError> {
             floor_kronjob_after =
                 Some(floor_watched(&client, &client, ns, &args, "meta", true).await?);
             doomed.push(ns.into());
-            if args.floor_protobuf {
-                let ns = "scale-floor-kronjob-jobs-protobuf-after";
-                floor_kronjob_protobuf_after =
-                    Some(floor_watched(&protobuf_client, &client, ns, &args, "meta", true).await?);
-                doomed.push(ns.into());
-            }
             floor_after = Some(floor(&client, "scale-floor-after", &args).await?);
             doomed.push("scale-floor-after".into());
         }
@@ -2106,11 +2055,9 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         load_after: load(),
         floor_before,
         floor_kronjob,
-        floor_kronjob_protobuf,
         floor_watched: floor_watched_all,
         floor_after,
         floor_kronjob_after,
-        floor_kronjob_protobuf_after,
         phases,
         sizes,
         etcd_housekeeping,

@@ -10,7 +10,6 @@
 //! - [`metrics_auth`]: who may read `/metrics` (TokenReview and SubjectAccessReview);
 //! - [`controller`]: the controllers that watch the API server and act on it;
 //! - [`job`]: what a Job is to kronjob: its name, how it is built, checked, read and deleted;
-//! - [`proto`]: a Job's JSON written as the API's protobuf, by the API's schema (pure);
 //! - [`api`]: the `CronJob` API: types, defaults, validation rules, the CRD (pure);
 //! - [`schedule`]: cron, time zones, DST and missed runs (pure, time passed in);
 //! - small shared pieces: [`client`] (the Kubernetes client), [`backoff`] (every retry
@@ -36,7 +35,6 @@ pub mod manager;
 pub mod metrics;
 pub mod metrics_auth;
 pub mod net;
-pub mod proto;
 pub mod schedule;
 pub mod selector;
 pub mod task;

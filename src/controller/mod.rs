@@ -18,7 +18,6 @@ pub mod events;
 pub mod gate;
 pub mod index;
 pub mod shard;
-pub mod slim_jobs;
 pub mod slot_records;
 pub mod strays;
 pub mod ttl;

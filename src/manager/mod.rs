@@ -47,7 +47,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::controller::Shared;
 use crate::controller::cronjob::{self, ReconcilerMetrics};
 use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
-use crate::controller::slim_jobs::SlimJobsLayer;
 use crate::controller::ttl::{self, TtlMetrics};
 use crate::https::HttpsMetrics;
 use crate::metrics::Metrics;
@@ -122,10 +121,7 @@ pub enum ManagerError {
 /// Run the manager until SIGTERM/SIGINT.
 pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
-    // The controllers read Jobs in protobuf (the API server's cheaper encoding); the others'
-    // clients keep JSON.
-    let options = crate::client::ClientOptions::default();
-    let client = crate::client::client_with_layer(&options, &SlimJobsLayer).await?;
+    let client = crate::client::client().await?;
     ensure_crd(client.clone(), args.install_crd).await?;
     // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
     // connection to the API server), so hostile traffic to those ports never queues ahead of

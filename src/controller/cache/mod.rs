@@ -7,7 +7,6 @@
 pub mod cronjob;
 pub mod job;
 pub mod meta;
-pub mod protobuf;
 pub mod second;
 pub mod shared;
 pub mod status;

@@ -1,6 +1,6 @@
 //! An API time as the caches keep it: whole seconds in 8 bytes, and `Option<Second>` in the
-//! same 8 (an `Option<Timestamp>` takes 24). API times carry whole seconds, in JSON and in
-//! protobuf alike (the protobuf decoder reads no more), so nothing read is lost.
+//! same 8 (an `Option<Timestamp>` takes 24). API times carry whole seconds, so nothing read is
+//! lost.
 
 use std::num::NonZeroI64;
 
