@@ -3,13 +3,13 @@
 //! Start a local webhook server with a throw-away CA (written to `--dir`):
 //!
 //! ```text
-//! cargo run --release --example webhook_load -- serve --addr 127.0.0.1:9443 --dir /tmp/wh
+//! cargo run --release -p kronjob-loadtest --bin webhook-load -- serve --addr 127.0.0.1:9443 --dir /tmp/wh
 //! ```
 //!
 //! and replay AdmissionReviews against it at a fixed rate:
 //!
 //! ```text
-//! cargo run --release --example webhook_load -- load --addr 127.0.0.1:9443 --ca /tmp/wh/ca.crt \
+//! cargo run --release -p kronjob-loadtest --bin webhook-load -- load --addr 127.0.0.1:9443 --ca /tmp/wh/ca.crt \
 //!     --rate 1000 --secs 20
 //! ```
 //!
@@ -35,7 +35,7 @@ use tokio::net::TcpStream;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-#[path = "../tests/support/admission.rs"]
+#[path = "../../../../tests/support/admission.rs"]
 #[allow(dead_code)]
 mod admission;
 
@@ -120,7 +120,7 @@ async fn serve(addr: SocketAddr, dir: PathBuf) -> Result<(), Error> {
     let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new())?;
     ca_params
         .distinguished_name
-        .push(rcgen::DnType::CommonName, "webhook_load CA");
+        .push(rcgen::DnType::CommonName, "webhook-load CA");
     ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
     let ca = ca_params.self_signed(&ca_key)?;
     let issuer = rcgen::Issuer::new(ca_params, ca_key);

@@ -4,7 +4,7 @@
 //! controller's CPU costs count.
 //!
 //! ```sh
-//! cargo run --release --example herd -- --cronjobs 1000 --concurrency 16
+//! cargo run --release -p kronjob-loadtest --bin herd -- --cronjobs 1000 --concurrency 16
 //! ```
 //!
 //! It reports the time from the slot to the last Job create, the p50/p99/max skew per Job
@@ -12,7 +12,7 @@
 
 #![allow(missing_docs)]
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../../../../tests/support/mod.rs"]
 mod support;
 
 use std::sync::Arc;

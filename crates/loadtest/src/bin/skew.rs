@@ -2,7 +2,7 @@
 //! part of the product binary.
 //!
 //! ```sh
-//! cargo run --release --example skew -- --cronjobs 500 --duration 10m
+//! cargo run --release -p kronjob-loadtest --bin skew -- --cronjobs 500 --duration 10m
 //! ```
 //!
 //! It creates N CronJobs (in a scratch namespace unless `--namespace` is given), watches the
@@ -866,7 +866,7 @@ async fn main() -> std::process::ExitCode {
 }
 
 #[cfg(test)]
-#[path = "../tests/support/fixtures.rs"]
+#[path = "../../../../tests/support/fixtures.rs"]
 #[allow(dead_code)]
 mod fixtures;
 

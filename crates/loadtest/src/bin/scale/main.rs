@@ -3,7 +3,7 @@
 //! ```sh
 //! export KUBEBUILDER_ASSETS=$PWD/.envtest/1.34
 //! cargo build --release --bin kronjob
-//! cargo run --release --example scale -- --cronjobs 1000 --upstream --json /tmp/scale.json
+//! cargo run --release -p kronjob-loadtest --bin scale -- --cronjobs 1000 --upstream --json /tmp/scale.json
 //! ```
 //!
 //! In one run, on one etcd + kube-apiserver started from `KUBEBUILDER_ASSETS` (etcd's data on
@@ -48,7 +48,6 @@
 
 #![allow(missing_docs)]
 
-#[path = "scale/sizes.rs"]
 mod sizes;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -626,7 +625,8 @@ async fn delete_namespaces(client: &kube::Client, names: &[String]) -> Result<f6
 }
 
 async fn install_crd(client: &kube::Client) -> Result<(), BoxError> {
-    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("crd/cronjobs.batch.kronjob.dev.yaml");
+    let path =
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../../crd/cronjobs.batch.kronjob.dev.yaml");
     let crd: CustomResourceDefinition = serde_yaml_ng::from_str(&std::fs::read_to_string(path)?)?;
     let api: Api<CustomResourceDefinition> = Api::all(client.clone());
     let name = crd.metadata.name.clone().unwrap_or_default();
