@@ -1,8 +1,7 @@
 //! What the controller's caches hold per object, counted by an allocator that counts: 10,000
 //! CronJobs in the CronJob cache and 40,000 Jobs in the owner index, decoded from the JSON the
 //! API server sends (managedFields, last-applied annotation, pod template and all), each within
-//! its bound. The figures are printed; the per-object table of docs/performance.md is measured
-//! on a real API server with `scale --sizes` (crates/loadtest).
+//! its bound. The figures are printed.
 
 use std::alloc::System;
 
