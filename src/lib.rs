@@ -15,7 +15,7 @@
 //! - small shared pieces: [`client`] (the Kubernetes client), [`backoff`] (every retry
 //!   timing), [`task`] (named, supervised tasks), [`https`] (the hardened HTTPS server loop),
 //!   [`clock`], [`command`] (exit codes, error output), [`duration`], [`hash`], [`metrics`],
-//!   [`net`], [`selector`], [`telemetry`].
+//!   [`listen`], [`selector`], [`telemetry`].
 
 // Lets the test support shared with the integration tests name this crate `kronjob`.
 extern crate self as kronjob;
@@ -31,10 +31,10 @@ pub mod duration;
 pub mod hash;
 pub mod https;
 pub mod job;
+pub mod listen;
 pub mod manager;
 pub mod metrics;
 pub mod metrics_auth;
-pub mod net;
 pub mod schedule;
 pub mod selector;
 pub mod task;

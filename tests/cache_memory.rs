@@ -6,7 +6,7 @@
 use std::alloc::System;
 
 use kronjob::controller::cache::{CachedCronJob, SlimJob};
-use kronjob::controller::index;
+use kronjob::controller::owner_index;
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
@@ -126,7 +126,7 @@ fn the_caches_hold_a_few_hundred_bytes_per_job_and_a_few_kilobytes_per_cronjob()
         .flat_map(|i| (0..JOBS_PER_CRONJOB).map(move |n| job(i, n)))
         .collect();
     let (index, per_job) = per_object(jobs, || {
-        let (reader, mut writer) = index::owner_index();
+        let (reader, mut writer) = owner_index::owner_index();
         writer.apply_watcher_event(&Event::Init);
         for text in &texts {
             let slim: SlimJob = serde_json::from_str(text).expect("a Job");

@@ -203,7 +203,10 @@ async fn a_job_gone_in_a_second_costs_no_more_writes() {
     );
     assert_eq!(count(&counts, "create events"), 3 * CRONJOBS, "{counts:?}");
     assert_eq!(counts.values().sum::<usize>(), 7 * CRONJOBS, "{counts:?}");
-    assert!(sim.list(&kronjob_apisim::Resource::jobs(), Some("load")).is_empty());
+    assert!(
+        sim.list(&kronjob_apisim::Resource::jobs(), Some("load"))
+            .is_empty()
+    );
     running.shut_down().await;
 }
 

@@ -100,7 +100,7 @@ pub enum ManagerError {
     CrdGen(#[source] crate::api::crdgen::CrdError),
     /// A listener could not be bound.
     #[error(transparent)]
-    Bind(#[from] crate::net::BindError),
+    Bind(#[from] crate::listen::BindError),
     /// An HTTP server failed.
     #[error("{name} server failed")]
     Serve {
@@ -253,8 +253,8 @@ impl Manager {
     /// the probes over plain HTTP, the metrics over HTTPS to authorized readers (or plain
     /// HTTP with `--metrics-secure=false`).
     fn serve_probes_and_metrics(&mut self, args: &RunArgs) -> Result<(), ManagerError> {
-        let health = crate::net::bind(args.health_addr)?;
-        let metrics = crate::net::bind(args.metrics_addr)?;
+        let health = crate::listen::bind(args.health_addr)?;
+        let metrics = crate::listen::bind(args.metrics_addr)?;
         info!(health = %local(&health), metrics = %local(&metrics), secure = args.metrics_secure, "listening");
         let router = health_router(Arc::clone(&self.health));
         self.tasks.spawn(
@@ -360,7 +360,7 @@ impl Manager {
                 clock: Arc::clone(&self.clock),
                 scope: args.scope(),
                 instance: args.pod_name.clone(),
-                gate: crate::controller::gate::Gate::new(),
+                gate: crate::controller::priority::Gate::new(),
                 shard,
                 tasks: self.directory.clone(),
                 records: Default::default(),

@@ -103,11 +103,18 @@ impl Created {
 }
 
 /// Each of `cronjobs` ran each slot of `slots` with exactly one Job.
-fn assert_each_slot_once(created: &Created, cronjobs: &[&str], slots: std::ops::RangeInclusive<i64>) {
+fn assert_each_slot_once(
+    created: &Created,
+    cronjobs: &[&str],
+    slots: std::ops::RangeInclusive<i64>,
+) {
     for cronjob in cronjobs {
         let runs = created.runs(cronjob);
         let want: BTreeMap<i64, usize> = slots.clone().map(|s| (s, 1)).collect();
-        let got: BTreeMap<i64, usize> = runs.into_iter().filter(|(s, _)| slots.contains(s)).collect();
+        let got: BTreeMap<i64, usize> = runs
+            .into_iter()
+            .filter(|(s, _)| slots.contains(s))
+            .collect();
         assert_eq!(got, want, "{cronjob}: slot -> Jobs created");
     }
 }
@@ -147,7 +154,9 @@ fn delete_jobs_at_once(env: &Env, cronjob: &str) -> JoinHandle<()> {
         while let Some(event) = events.next().await {
             let Ok(job) = event else { continue };
             if job.metadata.deletion_timestamp.is_none() {
-                let _ = jobs.delete(&job.name_any(), &DeleteParams::background()).await;
+                let _ = jobs
+                    .delete(&job.name_any(), &DeleteParams::background())
+                    .await;
             }
         }
     })
@@ -186,15 +195,21 @@ impl Gone {
         assert_each_slot_once(&self.created, &[GONE_BY_TTL, GONE_BY_USER], slots.clone());
         let last = *slots.end();
         for name in [GONE_BY_TTL, GONE_BY_USER] {
-            wait_for(Duration::from_secs(30), &format!("{name} records {last}"), || async {
-                (last_scheduled(env, name).await >= Some(last)).then_some(())
-            })
+            wait_for(
+                Duration::from_secs(30),
+                &format!("{name} records {last}"),
+                || async { (last_scheduled(env, name).await >= Some(last)).then_some(()) },
+            )
             .await;
         }
-        wait_for(Duration::from_secs(60), "the TTL-0 Jobs deleted", || async {
-            let left = env.jobs_of(GONE_BY_TTL).await;
-            left.is_empty().then_some(())
-        })
+        wait_for(
+            Duration::from_secs(60),
+            "the TTL-0 Jobs deleted",
+            || async {
+                let left = env.jobs_of(GONE_BY_TTL).await;
+                left.is_empty().then_some(())
+            },
+        )
         .await;
         let missing = Duration::from_secs(30);
         crate::observe::wait_event(env, GONE_BY_USER, "MissingJob", GONE_BY_USER, missing).await;
@@ -333,7 +348,12 @@ async fn create_many(client: &Client, namespace: &str, count: usize) {
             }
         })
         .await;
-    let listed = api.list(&ListParams::default()).await.expect("list").items.len();
+    let listed = api
+        .list(&ListParams::default())
+        .await
+        .expect("list")
+        .items
+        .len();
     assert_eq!(listed, count);
 }
 
@@ -474,19 +494,30 @@ pub async fn a_status_write_held_back_never_lets_a_deleted_job_run_its_slot_agai
     .await;
     let webhook = HoldingWebhook::install(&ctx, &env).await;
     // The API server calls it within a moment: probe with status writes of our own.
-    wait_for(Duration::from_secs(30), "the API server to call the webhook", || async {
-        let probe = json!({"metadata": {"annotations": {"probe": jiff::Timestamp::now().to_string()}}});
-        let _ = cronjobs
-            .patch_status(NAME, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&probe))
-            .await;
-        (webhook.calls() > 0).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the API server to call the webhook",
+        || async {
+            let probe =
+                json!({"metadata": {"annotations": {"probe": jiff::Timestamp::now().to_string()}}});
+            let _ = cronjobs
+                .patch_status(
+                    NAME,
+                    &kube::api::PatchParams::default(),
+                    &kube::api::Patch::Merge(&probe),
+                )
+                .await;
+            (webhook.calls() > 0).then_some(())
+        },
+    )
     .await;
     let slot = at_second(50).await + 1;
     webhook.holding.send_replace(true);
-    wait_for(Duration::from_secs(30), "the slot's status write, held", || async {
-        (webhook.held() > 0 && created.runs(NAME).contains_key(&slot)).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the slot's status write, held",
+        || async { (webhook.held() > 0 && created.runs(NAME).contains_key(&slot)).then_some(()) },
+    )
     .await;
     let job = format!("{NAME}-{slot}");
     env.api::<Job>()
@@ -495,18 +526,32 @@ pub async fn a_status_write_held_back_never_lets_a_deleted_job_run_its_slot_agai
         .expect("delete the slot's Job");
     let label = json!({"metadata": {"labels": {"team": "b"}}});
     cronjobs
-        .patch(NAME, &kube::api::PatchParams::default(), &kube::api::Patch::Merge(&label))
+        .patch(
+            NAME,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&label),
+        )
         .await
         .expect("label the CronJob");
     // Time for the deletion to reach the manager and for a plan to run on it.
     tokio::time::sleep(Duration::from_secs(8)).await;
-    assert_eq!(created.runs(NAME).get(&slot), Some(&1), "the slot ran again");
+    assert_eq!(
+        created.runs(NAME).get(&slot),
+        Some(&1),
+        "the slot ran again"
+    );
     webhook.holding.send_replace(false);
-    wait_for(Duration::from_secs(30), "the status to record the slot", || async {
-        (last_scheduled(&env, NAME).await == Some(slot)).then_some(())
-    })
+    wait_for(
+        Duration::from_secs(30),
+        "the status to record the slot",
+        || async { (last_scheduled(&env, NAME).await == Some(slot)).then_some(()) },
+    )
     .await;
-    assert_eq!(created.runs(NAME).get(&slot), Some(&1), "the slot ran again");
+    assert_eq!(
+        created.runs(NAME).get(&slot),
+        Some(&1),
+        "the slot ran again"
+    );
     let missing = Duration::from_secs(30);
     crate::observe::wait_event(&env, NAME, "MissingJob", &job, missing).await;
     webhook.server.abort();

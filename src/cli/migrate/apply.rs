@@ -14,7 +14,7 @@ use super::plan::{
     ANNOTATION_MIGRATION, ANNOTATION_ORIGINAL_SUSPEND, Action, Plan, State, Step, Times,
 };
 use crate::api::CronJob;
-use crate::cli::kube::{api_message, is_not_found};
+use crate::cli::cluster::{api_message, is_not_found};
 
 fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 409)

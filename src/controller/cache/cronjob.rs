@@ -123,7 +123,7 @@ impl PartialEq for Template {
 impl Template {
     /// The template for `text`, shared with any other of the same text.
     pub fn new(text: &str) -> Self {
-        Template(super::shared::text(text))
+        Template(super::interned::text(text))
     }
 
     /// The JSON text.

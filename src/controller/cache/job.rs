@@ -14,7 +14,7 @@ use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::second::Second;
+use super::seconds::Second;
 use super::uid::Uid;
 use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 use crate::job::{self, Finish, Outcome, Ran};

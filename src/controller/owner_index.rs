@@ -19,7 +19,7 @@ use kube::runtime::watcher;
 use tokio::sync::watch;
 
 use super::cache::job::{Owner, Run};
-use super::cache::second::Second;
+use super::cache::seconds::Second;
 use super::cache::{CachedJob, SlimJob};
 use crate::api::LABEL_CRONJOB;
 use crate::job::Outcome;
