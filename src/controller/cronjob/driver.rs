@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
-use super::ReconcilerArgs;
+use super::args::ReconcilerArgs;
 use super::context::Context;
 use super::error::Error;
 use super::metrics::ReconcilerMetrics;
