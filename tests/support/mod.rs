@@ -9,5 +9,6 @@ pub mod admission;
 pub mod api_script;
 pub mod fixtures;
 pub mod http;
+pub mod manager;
 pub mod sim;
 pub mod upstream;
