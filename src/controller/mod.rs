@@ -12,6 +12,38 @@
 //! - [`slot_records`]: whether a scheduled Job may go, asked by the TTL controller of the
 //!   CronJob controller.
 
+/// `impl kube::Resource` for `$wrapper`, a compact or partial form of the namespaced `$like`:
+/// the same kind, group, version and plural, the metadata at `self$field` (e.g. `.metadata`).
+macro_rules! resource_like {
+    ($wrapper:ty, $like:ty, $($field:tt)+) => {
+        impl kube::Resource for $wrapper {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::kind(dt)
+            }
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::group(dt)
+            }
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::version(dt)
+            }
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::plural(dt)
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self$($field)+
+            }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self$($field)+
+            }
+        }
+    };
+}
+
 pub mod cache;
 pub mod cronjob;
 pub mod events;

@@ -4,12 +4,10 @@
 //! managedFields and the rest are skipped while decoding. [`CachedJob`] is what the owner
 //! index keeps of one, made back into a Job for a reconcile ([`CachedJob::to_job`]).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use jiff::tz::{Offset, TimeZone};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
@@ -99,29 +97,7 @@ impl Serialize for SlimJob {
     }
 }
 
-impl kube::Resource for SlimJob {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Job::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Job::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Job::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Job::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+resource_like!(SlimJob, Job, .0.metadata);
 
 /// Which run a cached Job was for.
 #[derive(Debug, Clone, PartialEq, Eq)]
