@@ -12,6 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use http::header::{HeaderValue, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use kube::client::{Body, ClientBuilder, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -121,6 +122,14 @@ pub struct ClientOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Use this context of the kubeconfig instead of its current one.
     pub context: Option<String>,
+    /// The `User-Agent` of every request ([`user_agent`]); none by default.
+    pub user_agent: Option<String>,
+}
+
+/// `kronjob/VERSION (part)`: which part of kronjob sent a request, as the API server's audit
+/// log records it (`userAgent`).
+pub fn user_agent(part: &str) -> String {
+    format!("kronjob/{} ({part})", env!("CARGO_PKG_VERSION"))
 }
 
 /// A client for the cluster in KUBECONFIG (or ~/.kube/config), or the in-cluster one.
@@ -138,6 +147,10 @@ type BaseService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
 
 async fn builder(options: &ClientOptions) -> Result<ClientBuilder<BaseService>, ClientError> {
     let mut config = config(options).await?;
+    let agent = options.user_agent.as_deref().map(HeaderValue::from_str);
+    if let Some(Ok(agent)) = agent {
+        config.headers.push((USER_AGENT, agent));
+    }
     if config.accept_invalid_certs {
         tracing::warn!(
             server = %config.cluster_url,

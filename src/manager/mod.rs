@@ -118,15 +118,29 @@ pub enum ManagerError {
     Task(#[from] TaskError),
 }
 
+/// The `User-Agent` part ([`crate::client::user_agent`]) of the controllers' requests.
+pub const CONTROLLERS_AGENT: &str = "controllers";
+/// The `User-Agent` part of the webhook's dry runs and the metrics' token and access reviews.
+pub const WEBHOOK_AGENT: &str = "webhook and metrics auth";
+
+/// A client whose requests say they come from `part` of the manager.
+async fn client_of(part: &str) -> Result<Client, crate::client::ClientError> {
+    crate::client::client_with(&crate::client::ClientOptions {
+        user_agent: Some(crate::client::user_agent(part)),
+        ..Default::default()
+    })
+    .await
+}
+
 /// Run the manager until SIGTERM/SIGINT.
 pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
-    let client = crate::client::client().await?;
+    let client = client_of(CONTROLLERS_AGENT).await?;
     ensure_crd(client.clone(), args.install_crd).await?;
     // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
     // connection to the API server), so hostile traffic to those ports never queues ahead of
-    // the controllers' requests.
-    let side = crate::client::client().await?;
+    // the controllers' requests; its user agent tells its requests apart on the server.
+    let side = client_of(WEBHOOK_AGENT).await?;
     run_with_clients(
         args,
         client,
