@@ -23,17 +23,17 @@ build:
 test:
     ./scripts/test.sh
 
-# Formatting and clippy, warnings are errors.
+# Formatting and clippy, warnings are errors; the load tools (crates/loadtest) are linted, not
+# built, so they keep up with the product at the cost of a type check.
 lint:
     cargo fmt --check
     cargo clippy --all-targets -- -D warnings
+    cargo clippy -p kronjob-loadtest --all-targets -- -D warnings
 
-# Regenerate the CRD YAML and its copy in the helm chart, and the Job's protobuf schema
-# (src/proto/schema.rs, from proto/).
+# Regenerate the CRD YAML and its copy in the helm chart.
 generate:
     cargo run --quiet -- crd > {{crd_file}}
     if [ -d {{chart}}/crds ]; then cp {{crd_file}} {{chart}}/crds/; fi
-    KRONJOB_REGENERATE=1 cargo test --quiet --test proto_schema
 
 # Render every install path: kustomize and the helm chart (default, cert-manager, and with the
 # monitoring objects); check and unit-test the chart's alerting rules with promtool.

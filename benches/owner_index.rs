@@ -7,7 +7,7 @@ use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::Timestamp;
 use kronjob::controller::cache::SlimJob;
 use kronjob::controller::cronjob::plan::{PlanConfig, plan};
-use kronjob::controller::index::owner_index;
+use kronjob::controller::owner_index::owner_index;
 use kube::runtime::watcher::Event;
 
 #[path = "../tests/support/fixtures.rs"]

@@ -1,8 +1,7 @@
 //! The Kubernetes client of both binaries, with kronjob's retry policy.
 //!
 //! The configuration is the kubeconfig (or the in-cluster service account), and the retry
-//! policy is kronjob's instead of kube's default one. A caller may put a layer of its own under
-//! the retries ([`client_with_layer`]: the manager's controllers read Jobs in protobuf so).
+//! policy is kronjob's instead of kube's default one.
 //!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
 //! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4
@@ -13,6 +12,7 @@
 use std::path::PathBuf;
 use std::time::Duration;
 
+use http::header::{HeaderValue, USER_AGENT};
 use http::{Request, Response, StatusCode};
 use kube::client::{Body, ClientBuilder, DynBody};
 use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -20,7 +20,7 @@ use kube::{Client, Config};
 use tower::buffer::BufferLayer;
 use tower::retry::{Policy, RetryLayer};
 use tower::util::BoxService;
-use tower::{BoxError, Layer, Service};
+use tower::{BoxError, Service};
 
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -122,6 +122,14 @@ pub struct ClientOptions {
     pub kubeconfig: Option<PathBuf>,
     /// Use this context of the kubeconfig instead of its current one.
     pub context: Option<String>,
+    /// The `User-Agent` of every request ([`user_agent`]); none by default.
+    pub user_agent: Option<String>,
+}
+
+/// `kronjob/VERSION (part)`: which part of kronjob sent a request, as the API server's audit
+/// log records it (`userAgent`).
+pub fn user_agent(part: &str) -> String {
+    format!("kronjob/{} ({part})", env!("CARGO_PKG_VERSION"))
 }
 
 /// A client for the cluster in KUBECONFIG (or ~/.kube/config), or the in-cluster one.
@@ -134,28 +142,15 @@ pub async fn client_with(options: &ClientOptions) -> Result<Client, ClientError>
     Ok(with_retries(builder(options).await?))
 }
 
-/// The service a layer of [`client_with_layer`] wraps: kube's HTTP client.
-pub type BaseService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
-
-/// A client configured as `options` say, with `layer` between kube's HTTP client and the
-/// retries.
-pub async fn client_with_layer<L, B>(
-    options: &ClientOptions,
-    layer: &L,
-) -> Result<Client, ClientError>
-where
-    L: Layer<BaseService>,
-    L::Service: Service<Request<Body>, Response = Response<B>> + Send + 'static,
-    <L::Service as Service<Request<Body>>>::Future: Send + 'static,
-    <L::Service as Service<Request<Body>>>::Error: Into<BoxError> + Send + Sync,
-    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
-    B::Error: Into<BoxError>,
-{
-    Ok(with_retries(builder(options).await?.with_layer(layer)))
-}
+/// kube's HTTP client, boxed.
+type BaseService = BoxService<Request<Body>, Response<Box<DynBody>>, BoxError>;
 
 async fn builder(options: &ClientOptions) -> Result<ClientBuilder<BaseService>, ClientError> {
     let mut config = config(options).await?;
+    let agent = options.user_agent.as_deref().map(HeaderValue::from_str);
+    if let Some(Ok(agent)) = agent {
+        config.headers.push((USER_AGENT, agent));
+    }
     if config.accept_invalid_certs {
         tracing::warn!(
             server = %config.cluster_url,

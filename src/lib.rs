@@ -10,13 +10,12 @@
 //! - [`metrics_auth`]: who may read `/metrics` (TokenReview and SubjectAccessReview);
 //! - [`controller`]: the controllers that watch the API server and act on it;
 //! - [`job`]: what a Job is to kronjob: its name, how it is built, checked, read and deleted;
-//! - [`proto`]: a Job's JSON written as the API's protobuf, by the API's schema (pure);
 //! - [`api`]: the `CronJob` API: types, defaults, validation rules, the CRD (pure);
 //! - [`schedule`]: cron, time zones, DST and missed runs (pure, time passed in);
 //! - small shared pieces: [`client`] (the Kubernetes client), [`backoff`] (every retry
 //!   timing), [`task`] (named, supervised tasks), [`https`] (the hardened HTTPS server loop),
 //!   [`clock`], [`command`] (exit codes, error output), [`duration`], [`hash`], [`metrics`],
-//!   [`net`], [`selector`], [`telemetry`].
+//!   [`listen`], [`selector`], [`telemetry`].
 
 // Lets the test support shared with the integration tests name this crate `kronjob`.
 extern crate self as kronjob;
@@ -32,11 +31,10 @@ pub mod duration;
 pub mod hash;
 pub mod https;
 pub mod job;
+pub mod listen;
 pub mod manager;
 pub mod metrics;
 pub mod metrics_auth;
-pub mod net;
-pub mod proto;
 pub mod schedule;
 pub mod selector;
 pub mod task;

@@ -1,13 +1,12 @@
 //! What the controller's caches hold per object, counted by an allocator that counts: 10,000
 //! CronJobs in the CronJob cache and 40,000 Jobs in the owner index, decoded from the JSON the
 //! API server sends (managedFields, last-applied annotation, pod template and all), each within
-//! its bound. The figures are printed; the per-object table of docs/performance.md is measured
-//! on a real API server with `scale --sizes` (crates/loadtest).
+//! its bound. The figures are printed.
 
 use std::alloc::System;
 
 use kronjob::controller::cache::{CachedCronJob, SlimJob};
-use kronjob::controller::index;
+use kronjob::controller::owner_index;
 use kube::runtime::reflector;
 use kube::runtime::watcher::Event;
 use serde_json::{Value, json};
@@ -127,7 +126,7 @@ fn the_caches_hold_a_few_hundred_bytes_per_job_and_a_few_kilobytes_per_cronjob()
         .flat_map(|i| (0..JOBS_PER_CRONJOB).map(move |n| job(i, n)))
         .collect();
     let (index, per_job) = per_object(jobs, || {
-        let (reader, mut writer) = index::owner_index();
+        let (reader, mut writer) = owner_index::owner_index();
         writer.apply_watcher_event(&Event::Init);
         for text in &texts {
             let slim: SlimJob = serde_json::from_str(text).expect("a Job");

@@ -8,6 +8,11 @@ use kronjob::api::crdgen::{CRD_FILE, crd, crd_yaml};
 use kronjob::api::rules::{Check, rules};
 use serde_json::{Value, json};
 
+#[path = "support/mod.rs"]
+mod support;
+
+use support::fixtures::{CronJobFixture, cronjob, manifest};
+
 fn schema() -> Value {
     let crd = crd().expect("CRD generates");
     let version = &crd.spec.versions[0];
@@ -453,17 +458,11 @@ fn ephemeral_containers_are_rejected_by_the_schema() {
     assert_eq!(n["maxItems"], 0);
 }
 
+/// A CronJob as its author writes it, with the full Job template.
 fn valid_cronjob() -> Value {
-    json!({
-        "apiVersion": "batch.kronjob.dev/v1",
-        "kind": "CronJob",
-        "metadata": {"name": "report", "namespace": "default"},
-        "spec": {
-            "schedule": "*/5 * * * *",
-            "timeZone": "Europe/Berlin",
-            "jobTemplate": full_job_template()
-        }
-    })
+    let mut cj = cronjob("*/5 * * * *").named("report").zone("Europe/Berlin");
+    cj.spec.job_template = serde_json::from_value(full_job_template()).expect("a Job template");
+    manifest(&cj)
 }
 
 /// (reported field, CEL rule) of every failing CEL rule, according to kube-cel on the generated

@@ -14,7 +14,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use clap::Parser;
 use k8s_openapi::api::coordination::v1::Lease;
 use kronjob::manager::Health;
 use kronjob::manager::lease::{LeaseConfig, lead};
@@ -28,15 +27,9 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-#[derive(Parser)]
-struct Cli {
-    #[command(flatten)]
-    args: kronjob::manager::RunArgs,
-}
-
 /// The Lease settings `kronjob run --leader-elect` uses by default, for `identity`.
 fn default_config(identity: &str) -> LeaseConfig {
-    let args = Cli::parse_from(["kronjob", "--leader-elect"]).args;
+    let args = support::manager::run_args(&["--leader-elect"]).expect("flags parse");
     LeaseConfig {
         identity: identity.to_string(),
         namespace: "kronjob-system".into(),

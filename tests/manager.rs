@@ -3,65 +3,38 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use tokio_util::sync::CancellationToken;
-
 #[path = "support/mod.rs"]
 mod support;
 #[path = "tls_support/mod.rs"]
 mod tls_support;
 
-use support::http::{free_port, get};
-
-#[derive(clap::Parser, Debug)]
-struct RunOnly {
-    #[command(flatten)]
-    args: kronjob::manager::RunArgs,
-}
+use support::http::get;
+use support::manager::{Booted, run_args, unreachable_client};
 
 /// The whole manager, with an API server that refuses connections: its listeners come up on
 /// the given ports, the webhook answers over TLS, every subsystem's metrics are exported,
 /// readiness waits for the leader's caches, and a shutdown stops everything promptly.
 #[tokio::test]
 async fn whole_manager_starts_serves_and_stops_cleanly() {
-    use clap::Parser;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let pki = tls_support::Pki::new();
     let dir = tls_support::temp_dir("manager");
     pki.write_leaf(&dir, "localhost");
-    let (health_port, metrics_port, webhook_port) = (free_port(), free_port(), free_port());
-    let args = RunOnly::try_parse_from([
-        "run".to_string(),
-        format!("--health-addr=127.0.0.1:{health_port}"),
-        format!("--metrics-addr=127.0.0.1:{metrics_port}"),
-        format!("--webhook-addr=127.0.0.1:{webhook_port}"),
-        format!("--webhook-cert-dir={}", dir.display()),
-        "--shutdown-delay=2s".to_string(),
-        "--metrics-secure=false".to_string(),
-    ])
-    .expect("flags parse")
-    .args;
+    let cert_dir = format!("--webhook-cert-dir={}", dir.display());
+    let flags = [
+        cert_dir.as_str(),
+        "--shutdown-delay=2s",
+        "--metrics-secure=false",
+    ];
     assert!(
-        args.webhook_enabled(),
+        run_args(&flags).expect("flags parse").webhook_enabled(),
         "certificates in the cert dir enable the webhook"
     );
     // An API server nobody listens on: watches fail and back off; nothing may crash.
-    let config = kube::Config::new(
-        format!("http://127.0.0.1:{}", free_port())
-            .parse()
-            .expect("url"),
-    );
-    let client = kube::Client::try_from(config).expect("client");
-    let shutdown = CancellationToken::new();
-    let manager = tokio::spawn(kronjob::manager::run_with(args, client, shutdown.clone()));
-
-    let health_addr: SocketAddr = format!("127.0.0.1:{health_port}").parse().expect("addr");
-    let metrics_addr: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().expect("addr");
-    let webhook_addr: SocketAddr = format!("127.0.0.1:{webhook_port}").parse().expect("addr");
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-    while tokio::net::TcpStream::connect(health_addr).await.is_err() {
-        assert!(tokio::time::Instant::now() < deadline, "health listener up");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let manager = Booted::start(unreachable_client(), &flags);
+    let (health_addr, metrics_addr, webhook_addr) =
+        (manager.health, manager.metrics, manager.webhook);
+    manager.listening(health_addr).await;
     assert_eq!(get(health_addr, "/healthz").await.0, 200);
     // Without an API server the leader's caches never sync: not ready, but alive.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -114,7 +87,7 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
     }
     assert!(!body.contains("cronjob=\""), "{body}");
 
-    shutdown.cancel();
+    manager.shut_down();
     // Draining: not ready, but admission requests are still answered for --shutdown-delay.
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(get(health_addr, "/readyz").await.0, 503);
@@ -127,10 +100,7 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
         )
         .await;
     assert_eq!(status, 200, "the webhook still answers while draining");
-    let result = tokio::time::timeout(Duration::from_secs(15), manager)
-        .await
-        .expect("manager stops within 15 s of shutdown")
-        .expect("task");
+    let result = manager.ended(Duration::from_secs(15)).await;
     assert!(result.is_ok(), "clean stop: {result:?}");
     for addr in [health_addr, metrics_addr, webhook_addr] {
         assert!(
@@ -146,33 +116,18 @@ async fn whole_manager_starts_serves_and_stops_cleanly() {
 /// 503. The probes stay plain HTTP.
 #[tokio::test]
 async fn metrics_are_https_with_the_webhook_certificate_and_need_a_token() {
-    use clap::Parser;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let pki = tls_support::Pki::new();
     let dir = tls_support::temp_dir("secure-metrics");
     let leaf = pki.write_leaf(&dir, "localhost");
-    let (health_port, metrics_port) = (free_port(), free_port());
-    let args = RunOnly::try_parse_from([
-        "run".to_string(),
-        format!("--health-addr=127.0.0.1:{health_port}"),
-        format!("--metrics-addr=127.0.0.1:{metrics_port}"),
-        "--webhook-addr=127.0.0.1:0".to_string(),
-        format!("--webhook-cert-dir={}", dir.display()),
-        "--shutdown-delay=0s".to_string(),
-    ])
-    .expect("flags parse")
-    .args;
-    assert!(args.metrics_secure, "secure by default");
-    let config = kube::Config::new(
-        format!("http://127.0.0.1:{}", free_port())
-            .parse()
-            .expect("url"),
+    let cert_dir = format!("--webhook-cert-dir={}", dir.display());
+    let flags = [cert_dir.as_str(), "--shutdown-delay=0s"];
+    assert!(
+        run_args(&flags).expect("flags parse").metrics_secure,
+        "secure by default"
     );
-    let client = kube::Client::try_from(config).expect("client");
-    let shutdown = CancellationToken::new();
-    let manager = tokio::spawn(kronjob::manager::run_with(args, client, shutdown.clone()));
-    let metrics_addr: SocketAddr = format!("127.0.0.1:{metrics_port}").parse().expect("addr");
-    let health_addr: SocketAddr = format!("127.0.0.1:{health_port}").parse().expect("addr");
+    let manager = Booted::start(unreachable_client(), &flags);
+    let (metrics_addr, health_addr) = (manager.metrics, manager.health);
     let tls = tls_support::Client::new(&pki.ca_pem);
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while tls.try_connect(metrics_addr, "localhost").await.is_err() {
@@ -196,11 +151,7 @@ async fn metrics_are_https_with_the_webhook_certificate_and_need_a_token() {
         200,
         "probes stay plain"
     );
-    shutdown.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(15), manager)
-        .await
-        .expect("stops")
-        .expect("task");
+    let result = manager.stop().await;
     assert!(result.is_ok(), "{result:?}");
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -209,33 +160,17 @@ async fn metrics_are_https_with_the_webhook_certificate_and_need_a_token() {
 /// whole manager with its error, instead of leaving a process that looks alive.
 #[tokio::test]
 async fn a_failing_webhook_stops_the_manager_with_an_error() {
-    use clap::Parser;
     let _ = rustls::crypto::ring::default_provider().install_default();
     let dir = tls_support::temp_dir("broken");
     std::fs::write(dir.join("tls.crt"), "not a certificate").expect("write");
     std::fs::write(dir.join("tls.key"), "not a key").expect("write");
-    let args = RunOnly::try_parse_from([
-        "run".to_string(),
-        "--health-addr=127.0.0.1:0".to_string(),
-        "--metrics-addr=127.0.0.1:0".to_string(),
-        "--webhook-addr=127.0.0.1:0".to_string(),
-        format!("--webhook-cert-dir={}", dir.display()),
-        "--shutdown-delay=0s".to_string(),
-    ])
-    .expect("flags parse")
-    .args;
-    let config = kube::Config::new(
-        format!("http://127.0.0.1:{}", free_port())
-            .parse()
-            .expect("url"),
+    let cert_dir = format!("--webhook-cert-dir={}", dir.display());
+    let manager = Booted::start(
+        unreachable_client(),
+        &[cert_dir.as_str(), "--shutdown-delay=0s"],
     );
-    let client = kube::Client::try_from(config).expect("client");
-    let result = tokio::time::timeout(
-        Duration::from_secs(15),
-        kronjob::manager::run_with(args, client, CancellationToken::new()),
-    )
-    .await
-    .expect("the manager stops on its own within 15 s");
+    // It stops on its own.
+    let result = manager.ended(Duration::from_secs(15)).await;
     let error = result.expect_err("a failed webhook is a failed manager");
     assert!(
         matches!(error, kronjob::manager::ManagerError::Webhook(_)),
@@ -281,7 +216,6 @@ async fn until_gauges(
 /// so in `/metrics`; when one stops, it releases its Lease and the other takes everything.
 #[tokio::test]
 async fn sharded_managers_share_the_cronjobs_and_a_stopping_one_hands_over() {
-    use clap::Parser;
     const N: i64 = 40;
     let sim = kronjob_apisim::ApiSim::new(kronjob_apisim::CostModel::free());
     for i in 0..N {
@@ -296,39 +230,20 @@ async fn sharded_managers_share_the_cronjobs_and_a_stopping_one_hands_over() {
     let mut managers = Vec::new();
     let mut metrics = Vec::new();
     for name in ["kronjob-a", "kronjob-b"] {
-        let metrics_port = free_port();
-        let args = RunOnly::try_parse_from([
-            "run".to_string(),
-            "--sharding".to_string(),
-            format!("--pod-name={name}"),
-            "--leader-election-namespace=kronjob-system".to_string(),
-            "--health-addr=127.0.0.1:0".to_string(),
-            format!("--metrics-addr=127.0.0.1:{metrics_port}"),
-            "--webhook-cert-dir=/nonexistent".to_string(),
-            "--shutdown-delay=0s".to_string(),
-            "--metrics-secure=false".to_string(),
-        ])
-        .expect("flags parse")
-        .args;
-        assert!(args.validate().is_ok());
-        let shutdown = CancellationToken::new();
-        let task = tokio::spawn(kronjob::manager::run_with(
-            args,
-            sim.client(),
-            shutdown.clone(),
-        ));
-        managers.push((shutdown, task));
-        metrics.push(SocketAddr::from(([127, 0, 0, 1], metrics_port)));
-    }
-    for addr in &metrics {
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while tokio::net::TcpStream::connect(addr).await.is_err() {
-            assert!(
-                tokio::time::Instant::now() < deadline,
-                "metrics listener up"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        let pod = format!("--pod-name={name}");
+        let flags = [
+            "--sharding",
+            pod.as_str(),
+            "--leader-election-namespace=kronjob-system",
+            "--webhook-cert-dir=/nonexistent",
+            "--shutdown-delay=0s",
+            "--metrics-secure=false",
+        ];
+        assert!(run_args(&flags).expect("flags parse").validate().is_ok());
+        let manager = Booted::start(sim.client(), &flags);
+        manager.listening(manager.metrics).await;
+        metrics.push(manager.metrics);
+        managers.push(manager);
     }
     let shared = until_gauges(&metrics, |g| {
         g.iter().all(|(_, members)| *members == 2) && g.iter().map(|(c, _)| c).sum::<i64>() == N
@@ -339,9 +254,7 @@ async fn sharded_managers_share_the_cronjobs_and_a_stopping_one_hands_over() {
         "both schedule some: {shared:?}"
     );
 
-    let (stop_a, task_a) = managers.remove(0);
-    stop_a.cancel();
-    task_a.await.expect("join").expect("clean stop");
+    managers.remove(0).stop().await.expect("clean stop");
     let leases = sim.list(&kronjob_apisim::Resource::leases(), Some("kronjob-system"));
     let names: Vec<&str> = leases
         .iter()
@@ -354,27 +267,20 @@ async fn sharded_managers_share_the_cronjobs_and_a_stopping_one_hands_over() {
     );
     until_gauges(&metrics[1..], |g| g[0] == (N, 1)).await;
     support::sim::record_calls(&sim);
-    let (stop_b, task_b) = managers.remove(0);
-    stop_b.cancel();
-    task_b.await.expect("join").expect("clean stop");
+    managers.remove(0).stop().await.expect("clean stop");
 }
 
 #[test]
 fn sharding_and_leader_election_exclude_each_other() {
-    use clap::Parser;
-    let err = RunOnly::try_parse_from(["run", "--sharding", "--leader-elect"]).expect_err("usage");
+    let err = run_args(&["--sharding", "--leader-elect"]).expect_err("usage");
     assert!(err.to_string().contains("cannot be used with"), "{err}");
-    let args = RunOnly::try_parse_from(["run", "--sharding", "--shard-lease-duration=2s"])
-        .expect("parses")
-        .args;
+    let args = run_args(&["--sharding", "--shard-lease-duration=2s"]).expect("parses");
     assert!(
         args.validate()
             .expect_err("too short")
             .contains("at least 3s")
     );
-    let args = RunOnly::try_parse_from(["run", "--sharding", "--shard-group=team-a-kronjob"])
-        .expect("parses")
-        .args;
+    let args = run_args(&["--sharding", "--shard-group=team-a-kronjob"]).expect("parses");
     let config = args.shard().expect("sharding on");
     assert_eq!(config.group, "team-a-kronjob");
     assert_eq!(config.duration, Duration::from_secs(15));
@@ -405,39 +311,13 @@ async fn ready_manager(
     cert_dir: &std::path::Path,
     extra: &[&str],
     tasks: &kronjob::task::Tasks,
-) -> (
-    SocketAddr,
-    tokio::task::JoinHandle<Result<(), kronjob::manager::ManagerError>>,
-) {
-    use clap::Parser;
-    let health_port = free_port();
-    let mut flags = vec![
-        "run".to_string(),
-        format!("--health-addr=127.0.0.1:{health_port}"),
-        "--metrics-addr=127.0.0.1:0".to_string(),
-        "--webhook-addr=127.0.0.1:0".to_string(),
-        format!("--webhook-cert-dir={}", cert_dir.display()),
-        "--shutdown-delay=1s".to_string(),
-    ];
-    flags.extend(extra.iter().map(|f| f.to_string()));
-    let args = RunOnly::try_parse_from(flags).expect("flags parse").args;
-    let manager = tokio::spawn(kronjob::manager::run_listed(
-        args,
-        sim.client(),
-        CancellationToken::new(),
-        tasks.clone(),
-    ));
-    let health = SocketAddr::from(([127, 0, 0, 1], health_port));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        if tokio::net::TcpStream::connect(health).await.is_ok()
-            && get(health, "/readyz").await.0 == 200
-        {
-            return (health, manager);
-        }
-        assert!(tokio::time::Instant::now() < deadline, "manager ready");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+) -> Booted {
+    let cert_dir = format!("--webhook-cert-dir={}", cert_dir.display());
+    let mut flags = vec![cert_dir.as_str(), "--shutdown-delay=1s"];
+    flags.extend(extra);
+    let manager = Booted::start_listed(sim.client(), &flags, tasks);
+    manager.ready().await;
+    manager
 }
 
 /// Ending any one task of a whole manager from outside (as a crash would) turns `/healthz` red
@@ -466,7 +346,8 @@ async fn ending_any_task_turns_healthz_red_and_stops_the_manager_naming_it() {
             None,
         ));
         let tasks = kronjob::task::Tasks::default();
-        let (health, manager) = ready_manager(&sim, &dir, extra, &tasks).await;
+        let manager = ready_manager(&sim, &dir, extra, &tasks).await;
+        let health = manager.health;
         let mut want: Vec<&str> = TASKS.to_vec();
         if !extra.is_empty() {
             want.push("shard membership");
@@ -497,10 +378,8 @@ async fn ending_any_task_turns_healthz_red_and_stops_the_manager_naming_it() {
             assert_eq!(status, 503, "/healthz after the {task} ended: {body}");
             assert!(body.contains(&format!("the {task} was aborted")), "{body}");
         }
-        let result = tokio::time::timeout(Duration::from_secs(20), manager)
-            .await
-            .unwrap_or_else(|_| panic!("the manager stops after the {task} ended"))
-            .expect("join");
+        // It stops on its own.
+        let result = manager.ended(Duration::from_secs(20)).await;
         let error = result.expect_err("a manager missing a task is a failed manager");
         let chain = kronjob::telemetry::error_chain(&error);
         assert!(

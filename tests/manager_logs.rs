@@ -2,22 +2,12 @@
 //! leading, and that each controller started, with what its caches found.
 
 use std::io::Write;
-use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-use tokio_util::sync::CancellationToken;
 
 #[path = "support/mod.rs"]
 mod support;
 
-use support::http::{free_port, get};
-
-#[derive(clap::Parser, Debug)]
-struct RunOnly {
-    #[command(flatten)]
-    args: kronjob::manager::RunArgs,
-}
+use support::manager::Booted;
 
 /// The log lines written so far (this test binary's only subscriber writes here).
 #[derive(Clone, Default)]
@@ -42,7 +32,6 @@ impl Lines {
 
 #[tokio::test]
 async fn the_log_says_when_this_replica_leads_and_each_controller_started_with_its_cronjobs() {
-    use clap::Parser;
     let lines = Lines::default();
     let writer = lines.clone();
     tracing_subscriber::fmt()
@@ -60,44 +49,23 @@ async fn the_log_says_when_this_replica_leads_and_each_controller_started_with_i
             None,
         ));
     }
-    let health_port = free_port();
-    let args = RunOnly::try_parse_from([
-        "run".to_string(),
-        "--leader-elect".to_string(),
-        "--leader-election-namespace=kronjob-system".to_string(),
-        "--pod-name=kronjob-a".to_string(),
-        format!("--health-addr=127.0.0.1:{health_port}"),
-        "--metrics-addr=127.0.0.1:0".to_string(),
-        "--webhook-cert-dir=/nonexistent".to_string(),
-    ])
-    .expect("flags parse")
-    .args;
-    let shutdown = CancellationToken::new();
-    let manager = tokio::spawn(kronjob::manager::run_with(
-        args,
+    let manager = Booted::start(
         sim.client(),
-        shutdown.clone(),
-    ));
-    let health = SocketAddr::from(([127, 0, 0, 1], health_port));
-    let deadline = tokio::time::Instant::now() + Duration::from_secs(15);
-    loop {
-        let ready = tokio::net::TcpStream::connect(health).await.is_ok()
-            && get(health, "/readyz").await.0 == 200;
-        let text = lines.text();
-        if ready && text.contains("TTL-after-finished controller started") {
-            break;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "ready; log:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    shutdown.cancel();
-    let result = tokio::time::timeout(Duration::from_secs(20), manager)
-        .await
-        .expect("stops")
-        .expect("join");
+        &[
+            "--leader-elect",
+            "--leader-election-namespace=kronjob-system",
+            "--pod-name=kronjob-a",
+            "--webhook-cert-dir=/nonexistent",
+        ],
+    );
+    manager
+        .ready_and(|| {
+            lines
+                .text()
+                .contains("TTL-after-finished controller started")
+        })
+        .await;
+    let result = manager.stop().await;
     assert!(result.is_ok(), "{result:?}");
 
     let text = lines.text();

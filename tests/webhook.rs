@@ -2,8 +2,8 @@
 //! defaulting, every validation rule, create versus update, dry run, deletes and other kinds,
 //! bad input, panics, metrics, certificate reload and graceful shutdown.
 
-#[path = "support/admission.rs"]
-mod admission;
+#[path = "support/mod.rs"]
+mod support;
 mod tls_support;
 
 use std::time::Duration;
@@ -17,22 +17,16 @@ use kronjob::webhook::{WebhookMetrics, router};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 
-use admission::{REVIEW_UID as UID, envelope, review};
+use support::admission::{REVIEW_UID as UID, envelope, review};
+use support::fixtures::{self, CronJobFixture, NS, manifest};
 
+/// A CronJob `name` as its author writes it (in [`NS`]).
 fn cronjob(name: &str) -> Value {
-    json!({
-        "apiVersion": "batch.kronjob.dev/v1",
-        "kind": "CronJob",
-        "metadata": {"name": name, "namespace": "default", "uid": "5f6c3e4a-0000-4000-8000-000000000001"},
-        "spec": {
-            "schedule": "*/5 * * * *",
-            "timeZone": "Europe/Paris",
-            "jobTemplate": {"spec": {"template": {"spec": {
-                "restartPolicy": "OnFailure",
-                "containers": [{"name": "hello", "image": "busybox:1.36", "command": ["date"]}]
-            }}}}
-        }
-    })
+    manifest(
+        &fixtures::cronjob("*/5 * * * *")
+            .named(name)
+            .zone("Europe/Paris"),
+    )
 }
 
 fn create(object: Value) -> Value {
@@ -116,7 +110,7 @@ async fn valid_create_is_defaulted_then_allowed() {
     // Labelled with its shard bucket.
     assert_eq!(
         defaulted["metadata"]["labels"]["batch.kronjob.dev/shard"],
-        kronjob::api::shard::bucket("default", "hello").to_string()
+        kronjob::api::shard::bucket(NS, "hello").to_string()
     );
     // Everything else is untouched.
     let mut without = defaulted.clone();
@@ -994,7 +988,7 @@ async fn a_template_the_api_server_refuses_is_denied_with_the_cronjob_field_path
     assert_eq!(requests.len(), 1, "{requests:?}");
     assert_eq!(requests[0].key(), "create cronjobs (dry run)");
     assert!(requests[0].dry_run);
-    assert_eq!(requests[0].namespace.as_deref(), Some("default"));
+    assert_eq!(requests[0].namespace.as_deref(), Some(NS));
     assert!(sim.list(&batch_cronjobs(), None).is_empty());
     let probe = seen.lock().expect("lock")[0].clone();
     let name = probe["metadata"]["name"]

@@ -11,7 +11,7 @@ use kube::api::ListParams;
 use kube::{Api, Client};
 
 use super::CliError;
-use super::kube::KubeArgs;
+use super::cluster::KubeArgs;
 use super::table::{self, DataFormat, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB};
 use crate::job::{Outcome, Ran, controlled_by, finish, ran_for};

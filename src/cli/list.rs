@@ -14,7 +14,7 @@ use kube::Client;
 use kube::api::ListParams;
 
 use super::CliError;
-use super::kube::{KubeArgs, Scope};
+use super::cluster::{KubeArgs, Scope};
 use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB};
@@ -62,7 +62,7 @@ pub async fn run(
         .api::<CronJob>(&client)
         .list(&params)
         .await
-        .map_err(super::kube::listing_error)?
+        .map_err(super::cluster::listing_error)?
         .items;
     if let Some(format) = args.output.and_then(Format::data) {
         table::write_data(&table::list_of(&cronjobs), format, out)?;

@@ -8,8 +8,8 @@
 //! command's `run` takes the client, the current time and the output streams, so tests drive it
 //! against a scripted API.
 
+pub mod cluster;
 pub mod history;
-pub mod kube;
 pub mod list;
 pub mod migrate;
 pub mod next;
@@ -100,8 +100,8 @@ pub enum CliError {
     #[error(transparent)]
     Client(#[from] crate::client::ClientError),
     /// The API server refused a request or could not be reached.
-    #[error("{}", kube::api_message(.0))]
-    Api(::kube::Error),
+    #[error("{}", cluster::api_message(.0))]
+    Api(kube::Error),
     /// The command could not do what was asked; the message says why.
     #[error("{0}")]
     Failed(String),
@@ -113,8 +113,8 @@ pub enum CliError {
     Io(#[from] std::io::Error),
 }
 
-impl From<::kube::Error> for CliError {
-    fn from(error: ::kube::Error) -> Self {
+impl From<kube::Error> for CliError {
+    fn from(error: kube::Error) -> Self {
         CliError::Api(error)
     }
 }
@@ -139,9 +139,9 @@ struct Stdio {
 /// Run a command that talks to the cluster: build the client from the kubeconfig flags, run
 /// `command` with it, and turn the outcome into an exit code (errors on stderr as
 /// `error: ...`).
-fn with_cluster<F, Fut>(kube: &kube::KubeArgs, command: F) -> ExitCode
+fn with_cluster<F, Fut>(kube: &cluster::KubeArgs, command: F) -> ExitCode
 where
-    F: FnOnce(::kube::Client, Stdio) -> Fut,
+    F: FnOnce(kube::Client, Stdio) -> Fut,
     Fut: Future<Output = Result<(), CliError>>,
 {
     let rt = match runtime(None) {

@@ -9,7 +9,7 @@ use jiff::tz::TimeZone;
 use kube::{Api, Client};
 
 use super::CliError;
-use super::kube::KubeArgs;
+use super::cluster::KubeArgs;
 use super::table::Table;
 use crate::api::{CronJob, ScheduleFieldsError};
 use crate::schedule::{

@@ -8,7 +8,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use super::CliError;
-use super::kube::KubeArgs;
+use super::cluster::KubeArgs;
 use crate::api::CronJob;
 
 /// Flags of `suspend` and `resume`.

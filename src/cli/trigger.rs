@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use serde_json::json;
 
 use super::CliError;
-use super::kube::KubeArgs;
+use super::cluster::KubeArgs;
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
 use crate::job::manual_name;
 

@@ -12,13 +12,11 @@
 //! `SuccessfulCreate` of a CronJob within six minutes of the previous one was counted on the
 //! first, and the note a user saw kept naming the first Job created, however many came after.
 
-use std::borrow::Cow;
 use std::hash::{BuildHasher, Hash};
 use std::num::NonZeroUsize;
 use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::api::events::v1::Event as K8sEvent;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
@@ -126,29 +124,7 @@ impl<'de> Deserialize<'de> for Sent {
     }
 }
 
-impl kube::Resource for Sent {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        K8sEvent::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        K8sEvent::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        K8sEvent::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        K8sEvent::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+resource_like!(Sent, K8sEvent, .0.metadata);
 
 /// Publishes the Events of one reporter; cheap to clone (clones share what was published).
 #[derive(Clone)]

@@ -2,25 +2,56 @@
 //!
 //! - [`cache`]: what the controllers cache of CronJobs and Jobs (compact records);
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
-//! - [`index`]: the owner index of Jobs it reads from;
+//! - [`owner_index`]: the owner index of Jobs it reads from;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
-//! - [`gate`]: creates first, everything that can wait after;
+//! - [`priority`]: creates first, everything that can wait after;
 //! - [`events`]: Events published as client-go does (a repeat counted, a new note a new Event);
 //! - [`shard`]: which replica handles which CronJob with `--sharding` (rendezvous hashing over
 //!   shard buckets), and the watches that select a replica's buckets;
-//! - [`strays`]: with `--sharding`, labelling objects that carry no valid shard bucket;
+//! - [`shard_labels`]: with `--sharding`, labelling objects that carry no valid shard bucket;
 //! - [`slot_records`]: whether a scheduled Job may go, asked by the TTL controller of the
 //!   CronJob controller.
+
+/// `impl kube::Resource` for `$wrapper`, a compact or partial form of the namespaced `$like`:
+/// the same kind, group, version and plural, the metadata at `self$field` (e.g. `.metadata`).
+macro_rules! resource_like {
+    ($wrapper:ty, $like:ty, $($field:tt)+) => {
+        impl kube::Resource for $wrapper {
+            type DynamicType = ();
+            type Scope = k8s_openapi::NamespaceResourceScope;
+
+            fn kind(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::kind(dt)
+            }
+            fn group(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::group(dt)
+            }
+            fn version(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::version(dt)
+            }
+            fn plural(dt: &()) -> std::borrow::Cow<'_, str> {
+                <$like as kube::Resource>::plural(dt)
+            }
+            fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &self$($field)+
+            }
+            fn meta_mut(
+                &mut self,
+            ) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+                &mut self$($field)+
+            }
+        }
+    };
+}
 
 pub mod cache;
 pub mod cronjob;
 pub mod events;
-pub mod gate;
-pub mod index;
+pub mod owner_index;
+pub mod priority;
 pub mod shard;
-pub mod slim_jobs;
+pub mod shard_labels;
 pub mod slot_records;
-pub mod strays;
 pub mod ttl;
 
 use std::time::Duration;
@@ -64,7 +95,7 @@ pub struct Shared {
     /// This replica's name (the pod name), if known.
     pub instance: Option<String>,
     /// Creates first: the priority rule between every controller's requests.
-    pub gate: gate::Gate,
+    pub gate: priority::Gate,
     /// Which CronJobs (and their Jobs) this replica handles, with `--sharding`.
     pub shard: shard::ShardView,
     /// Where the controllers' own tasks (a controller's workers) are listed by name.

@@ -4,7 +4,7 @@
 //! - at most [`Limits::max_connections`] connections are open. At the cap, a new connection
 //!   takes the place of the one idle longest (idle for [`MIN_IDLE`] at least; those that never
 //!   sent a request go first; one answering a request never goes), so connections that say
-//!   nothing cannot lock the API server out ([`room`]); with none idle, further connections
+//!   nothing cannot lock the API server out ([`connections`]); with none idle, further connections
 //!   wait in the kernel's backlog until one closes;
 //! - a TLS handshake not finished within [`Limits::handshake_timeout`] closes the connection;
 //! - a request's headers must arrive within [`Limits::header_read_timeout`], counted from the
@@ -36,13 +36,13 @@ use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 
+pub use connections::MIN_IDLE;
 pub use metrics::{Closed, HttpsMetrics, ServerMetrics};
-pub use room::MIN_IDLE;
 
-use room::{Room, Tenant};
+use connections::{Room, Tenant};
 
+pub mod connections;
 mod metrics;
-pub mod room;
 
 /// Default for [`Limits::max_connections`].
 pub const MAX_CONNECTIONS: usize = 1024;
@@ -227,7 +227,7 @@ pub async fn serve(
 }
 
 /// A place under the cap for the connection just accepted: a free one, or the place of an
-/// idle connection closed for it ([`room`]); until then, nothing more is accepted.
+/// idle connection closed for it ([`connections`]); until then, nothing more is accepted.
 async fn place(slots: &Arc<Semaphore>, room: &Room) -> OwnedSemaphorePermit {
     loop {
         if let Ok(slot) = Arc::clone(slots).try_acquire_owned() {
@@ -236,10 +236,10 @@ async fn place(slots: &Arc<Semaphore>, room: &Room) -> OwnedSemaphorePermit {
         let now = std::time::Instant::now();
         let pause = match room.make_room(now) {
             // The closed connection gives its place back as soon as it has closed.
-            room::Choice::Close(_) => Duration::from_secs(1),
-            room::Choice::Wait(at) => at.saturating_duration_since(now),
+            connections::Choice::Close(_) => Duration::from_secs(1),
+            connections::Choice::Wait(at) => at.saturating_duration_since(now),
             // Every connection is answering a request: the first to end frees its place.
-            room::Choice::None => Duration::from_secs(1),
+            connections::Choice::None => Duration::from_secs(1),
         };
         let waited = tokio::select! {
             slot = Arc::clone(slots).acquire_owned() => slot.ok(),
@@ -364,7 +364,7 @@ mod tests {
             bundle.key_pem.as_bytes(),
         )
         .expect("tls");
-        let listener = crate::net::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
+        let listener = crate::listen::bind("127.0.0.1:0".parse().expect("addr")).expect("bind");
         let addr = listener.local_addr().expect("addr");
         let metrics = ServerMetrics::unregistered("test");
         let server = Server {

@@ -8,7 +8,7 @@ use super::shard::ShardConfig;
 use crate::controller::Scope;
 use crate::controller::cronjob::ReconcilerArgs;
 use crate::controller::ttl::TtlArgs;
-use crate::net::parse_listen_addr;
+use crate::listen::parse_listen_addr;
 use crate::selector::parse_selector;
 use crate::telemetry::LogFormat;
 use crate::webhook::WebhookArgs;

@@ -47,7 +47,6 @@ use crate::clock::{Clock, SystemClock};
 use crate::controller::Shared;
 use crate::controller::cronjob::{self, ReconcilerMetrics};
 use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
-use crate::controller::slim_jobs::SlimJobsLayer;
 use crate::controller::ttl::{self, TtlMetrics};
 use crate::https::HttpsMetrics;
 use crate::metrics::Metrics;
@@ -101,7 +100,7 @@ pub enum ManagerError {
     CrdGen(#[source] crate::api::crdgen::CrdError),
     /// A listener could not be bound.
     #[error(transparent)]
-    Bind(#[from] crate::net::BindError),
+    Bind(#[from] crate::listen::BindError),
     /// An HTTP server failed.
     #[error("{name} server failed")]
     Serve {
@@ -119,18 +118,29 @@ pub enum ManagerError {
     Task(#[from] TaskError),
 }
 
+/// The `User-Agent` part ([`crate::client::user_agent`]) of the controllers' requests.
+pub const CONTROLLERS_AGENT: &str = "controllers";
+/// The `User-Agent` part of the webhook's dry runs and the metrics' token and access reviews.
+pub const WEBHOOK_AGENT: &str = "webhook and metrics auth";
+
+/// A client whose requests say they come from `part` of the manager.
+async fn client_of(part: &str) -> Result<Client, crate::client::ClientError> {
+    crate::client::client_with(&crate::client::ClientOptions {
+        user_agent: Some(crate::client::user_agent(part)),
+        ..Default::default()
+    })
+    .await
+}
+
 /// Run the manager until SIGTERM/SIGINT.
 pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
-    // The controllers read Jobs in protobuf (the API server's cheaper encoding); the others'
-    // clients keep JSON.
-    let options = crate::client::ClientOptions::default();
-    let client = crate::client::client_with_layer(&options, &SlimJobsLayer).await?;
+    let client = client_of(CONTROLLERS_AGENT).await?;
     ensure_crd(client.clone(), args.install_crd).await?;
     // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
     // connection to the API server), so hostile traffic to those ports never queues ahead of
-    // the controllers' requests.
-    let side = crate::client::client().await?;
+    // the controllers' requests; its user agent tells its requests apart on the server.
+    let side = client_of(WEBHOOK_AGENT).await?;
     run_with_clients(
         args,
         client,
@@ -257,8 +267,8 @@ impl Manager {
     /// the probes over plain HTTP, the metrics over HTTPS to authorized readers (or plain
     /// HTTP with `--metrics-secure=false`).
     fn serve_probes_and_metrics(&mut self, args: &RunArgs) -> Result<(), ManagerError> {
-        let health = crate::net::bind(args.health_addr)?;
-        let metrics = crate::net::bind(args.metrics_addr)?;
+        let health = crate::listen::bind(args.health_addr)?;
+        let metrics = crate::listen::bind(args.metrics_addr)?;
         info!(health = %local(&health), metrics = %local(&metrics), secure = args.metrics_secure, "listening");
         let router = health_router(Arc::clone(&self.health));
         self.tasks.spawn(
@@ -364,7 +374,7 @@ impl Manager {
                 clock: Arc::clone(&self.clock),
                 scope: args.scope(),
                 instance: args.pod_name.clone(),
-                gate: crate::controller::gate::Gate::new(),
+                gate: crate::controller::priority::Gate::new(),
                 shard,
                 tasks: self.directory.clone(),
                 records: Default::default(),

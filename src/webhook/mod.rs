@@ -118,7 +118,7 @@ impl WebhookArgs {
 pub enum WebhookError {
     /// The listen address could not be bound.
     #[error(transparent)]
-    Bind(#[from] crate::net::BindError),
+    Bind(#[from] crate::listen::BindError),
     /// Self-signed certificates were asked for without a Kubernetes client.
     #[error("--webhook-self-signed needs a Kubernetes client")]
     NoClient,
@@ -190,7 +190,7 @@ pub async fn serve(
     ready: impl FnOnce(SocketAddr) + Send + 'static,
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
-    let listener = crate::net::bind(args.webhook_addr)?;
+    let listener = crate::listen::bind(args.webhook_addr)?;
     let app = match env.dry_run {
         Some(client) => {
             router_with_dry_run_budget(metrics, Arc::new(client), args.webhook_dry_runs_per_minute)

@@ -25,7 +25,6 @@ mod once;
 mod parity;
 mod plugin;
 mod policy;
-mod protobuf;
 mod rbac;
 mod resilience;
 mod schedule;
@@ -87,7 +86,6 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         parity::cases(),
         plugin::cases(),
         policy::cases(),
-        protobuf::cases(),
         rbac::cases(),
         resilience::cases(),
         schedule::cases(),

@@ -3,7 +3,8 @@
 //!
 //! The default CronJob is `ns/cj` (uid `cj-uid`, generation 1, created 2016-05-19T09:59:00Z,
 //! history limits 3 and 1); its template carries the label `team=a`, the annotation `x=y` and
-//! `parallelism: 1`. A default Job is controlled by that CronJob.
+//! `parallelism: 1`. A default Job is controlled by that CronJob. [`manifest`] writes a
+//! CronJob as its author would, for the webhook and the schema.
 
 use std::collections::BTreeMap;
 
@@ -80,6 +81,29 @@ pub fn cronjob(schedule: &str) -> CronJob {
     cj.metadata.resource_version = Some("1".into());
     cj.metadata.creation_timestamp = Some(Time(t(CREATED)));
     cj
+}
+
+/// `cj` as JSON the way its author writes it: no status, nothing the API server sets in its
+/// metadata but the UID, and none of the spec fields the webhook defaults that hold their
+/// default.
+pub fn manifest(cj: &CronJob) -> serde_json::Value {
+    let mut object = serde_json::to_value(cj).expect("a CronJob encodes");
+    if let Some(fields) = object.as_object_mut() {
+        fields.remove("status");
+    }
+    if let Some(meta) = object["metadata"].as_object_mut() {
+        for set_by_the_server in ["generation", "resourceVersion", "creationTimestamp"] {
+            meta.remove(set_by_the_server);
+        }
+    }
+    for default in kronjob::api::defaults::spec_defaults() {
+        if object["spec"].get(default.field) == Some(&default.value)
+            && let Some(spec) = object["spec"].as_object_mut()
+        {
+            spec.remove(default.field);
+        }
+    }
+    object
 }
 
 /// Changes to a fixture CronJob.

@@ -6,9 +6,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use http::Response;
 use serde_json::{Value, json};
 
+use crate::body::{SimBody, error_response, json_response};
 use crate::fault::ApiError;
 use crate::route::{Target, WELL_KNOWN, api_version, has_status_subresource};
-use crate::service::{SimBody, error_response, json_response};
 use crate::{Inner, KindInfo, lock};
 
 /// One served resource: (group, version, plural, kind, namespaced).

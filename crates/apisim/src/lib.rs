@@ -24,6 +24,7 @@
 //! - JSON only (no protobuf, no Table), legacy discovery only, no OpenAPI; no namespace exists
 //!   unless created, and objects may be created in any namespace.
 
+mod body;
 mod cost;
 mod discovery;
 mod fault;
@@ -46,9 +47,10 @@ use jiff::Timestamp;
 use serde_json::{Value, json};
 use tokio::time::Instant;
 
+pub use body::SimBody;
 pub use cost::{CostModel, Latency};
 pub use fault::{Cause, Fault, Hold, Invalid};
-pub use service::{SimBody, SimService};
+pub use service::SimService;
 
 use cost::{CostState, SplitMix64};
 use route::{ResKey, Route};

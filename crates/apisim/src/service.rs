@@ -1,7 +1,6 @@
 //! The request front end: a tower `Service` that logs each request, injects faults, pays the
 //! cost model and dispatches to the operations.
 
-use std::fmt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -9,79 +8,19 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use futures::StreamExt;
-use futures::stream::BoxStream;
-use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue, RETRY_AFTER};
+use http::header::{ACCEPT, CONTENT_TYPE, HeaderValue};
 use http::request::Parts;
-use http::{Method, Request, Response, StatusCode};
-use http_body::{Body, Frame, SizeHint};
+use http::{Method, Request, Response};
 use serde_json::Value;
 use tokio::time::Instant;
 
+use crate::body::{SimBody, error_response, json_response};
 use crate::fault::ApiError;
 use crate::ops::parse_body;
 use crate::route::{Query, Route, Target, has_status_subresource, parse_path};
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::watch::{WatchSpec, project};
 use crate::{ApiSim, RequestRecord, discovery, jobs};
-
-/// A response body: a whole JSON document, or a watch stream.
-pub struct SimBody {
-    kind: BodyKind,
-}
-
-enum BodyKind {
-    Full(Option<Bytes>),
-    Stream(BoxStream<'static, Result<Bytes, io::Error>>),
-}
-
-impl fmt::Debug for SimBody {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match &self.kind {
-            BodyKind::Full(b) => f
-                .debug_tuple("SimBody::Full")
-                .field(&b.as_ref().map(Bytes::len))
-                .finish(),
-            BodyKind::Stream(_) => f.write_str("SimBody::Stream"),
-        }
-    }
-}
-
-impl SimBody {
-    fn full(bytes: impl Into<Bytes>) -> Self {
-        SimBody {
-            kind: BodyKind::Full(Some(bytes.into())),
-        }
-    }
-}
-
-impl Body for SimBody {
-    type Data = Bytes;
-    type Error = io::Error;
-
-    fn poll_frame(
-        self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-    ) -> Poll<Option<Result<Frame<Bytes>, io::Error>>> {
-        match &mut self.get_mut().kind {
-            BodyKind::Full(bytes) => Poll::Ready(bytes.take().map(|b| Ok(Frame::data(b)))),
-            BodyKind::Stream(stream) => stream
-                .poll_next_unpin(cx)
-                .map(|item| item.map(|r| r.map(Frame::data))),
-        }
-    }
-
-    fn is_end_stream(&self) -> bool {
-        matches!(self.kind, BodyKind::Full(None))
-    }
-
-    fn size_hint(&self) -> SizeHint {
-        match &self.kind {
-            BodyKind::Full(b) => SizeHint::with_exact(b.as_ref().map_or(0, |b| b.len() as u64)),
-            BodyKind::Stream(_) => SizeHint::default(),
-        }
-    }
-}
 
 /// The simulator as a `tower::Service` for `kube::Client::new`.
 #[derive(Clone, Debug)]
@@ -114,16 +53,6 @@ impl tower::Service<Request<kube::client::Body>> for SimService {
     }
 }
 
-pub(crate) fn json_response(code: u16, body: impl Into<Bytes>) -> Response<SimBody> {
-    let mut response = Response::new(SimBody::full(body));
-    *response.status_mut() =
-        StatusCode::from_u16(code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    response
-        .headers_mut()
-        .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    response
-}
-
 fn object_response(code: u16, object: &Value, meta_only: bool) -> Response<SimBody> {
     let text = if meta_only {
         project(object).to_string()
@@ -131,16 +60,6 @@ fn object_response(code: u16, object: &Value, meta_only: bool) -> Response<SimBo
         object.to_string()
     };
     json_response(code, text)
-}
-
-pub(crate) fn error_response(error: &ApiError) -> Response<SimBody> {
-    let mut response = json_response(error.code, error.status().to_string());
-    if let Some(seconds) = error.retry_after {
-        response
-            .headers_mut()
-            .insert(RETRY_AFTER, HeaderValue::from(seconds));
-    }
-    response
 }
 
 fn verb_of(method: &Method, target: &Target, query: &Query) -> &'static str {
@@ -405,9 +324,7 @@ impl ApiSim {
         };
         let stream = crate::watch::start(self.inner.clone(), spec, query)?;
         let mut response = json_response(200, Bytes::new());
-        *response.body_mut() = SimBody {
-            kind: BodyKind::Stream(stream),
-        };
+        *response.body_mut() = SimBody::stream(stream);
         Ok(response)
     }
 }

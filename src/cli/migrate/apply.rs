@@ -14,7 +14,7 @@ use super::plan::{
     ANNOTATION_MIGRATION, ANNOTATION_ORIGINAL_SUSPEND, Action, Plan, State, Step, Times,
 };
 use crate::api::CronJob;
-use crate::cli::kube::{api_message, is_not_found};
+use crate::cli::cluster::{api_message, is_not_found};
 
 fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(status) if status.code == 409)
@@ -175,17 +175,12 @@ impl<'a> Run<'a> {
     }
 
     async fn write_migrated_status(&mut self) -> Result<(), kube::Error> {
-        let newer = self.carried.newer_than(self.migrated_has);
-        if newer.is_empty() {
-            return Ok(());
+        let (carried, has) = (self.carried, self.migrated_has);
+        if let Some((written, newer)) =
+            write_newer(&self.migrated, self.name(), carried, has).await?
+        {
+            self.migrated_has = Times::of_cronjob(&written).max(newer);
         }
-        let patch = Patch::Merge(newer.status_patch());
-        let name = self.plan.name.as_str();
-        let written = self
-            .migrated
-            .patch_status(name, &PatchParams::default(), &patch)
-            .await?;
-        self.migrated_has = Times::of_cronjob(&written).max(newer);
         Ok(())
     }
 
@@ -285,18 +280,13 @@ impl<'a> Run<'a> {
     }
 
     async fn write_original_status(&mut self) -> Result<(), kube::Error> {
-        let newer = self.carried.newer_than(self.original_has);
-        if newer.is_empty() {
-            return Ok(());
+        let (carried, has) = (self.carried, self.original_has);
+        if let Some((written, newer)) =
+            write_newer(&self.originals, self.name(), carried, has).await?
+        {
+            self.original_version = written.metadata.resource_version.clone();
+            self.original_has = has.max(newer);
         }
-        let patch = Patch::Merge(newer.status_patch());
-        let name = self.plan.name.as_str();
-        let written = self
-            .originals
-            .patch_status(name, &PatchParams::default(), &patch)
-            .await?;
-        self.original_version = written.metadata.resource_version.clone();
-        self.original_has = self.original_has.max(newer);
         Ok(())
     }
 
@@ -307,6 +297,29 @@ impl<'a> Run<'a> {
             other => other.map(drop),
         }
     }
+}
+
+/// Write into the status of `name` the times of `carried` that `has` lacks (a merge patch of
+/// the status subresource): the object written and those times; `None`, and nothing sent,
+/// when it has them all. Both CronJobs' statuses are written so.
+async fn write_newer<K>(
+    api: &Api<K>,
+    name: &str,
+    carried: Times,
+    has: Times,
+) -> Result<Option<(K, Times)>, kube::Error>
+where
+    K: Clone + serde::de::DeserializeOwned + std::fmt::Debug,
+{
+    let newer = carried.newer_than(has);
+    if newer.is_empty() {
+        return Ok(None);
+    }
+    let patch = Patch::Merge(newer.status_patch());
+    let written = api
+        .patch_status(name, &PatchParams::default(), &patch)
+        .await?;
+    Ok(Some((written, newer)))
 }
 
 /// Delete leaving the Jobs running (owned by nothing), and only the object that was read.

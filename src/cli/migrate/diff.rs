@@ -3,12 +3,12 @@
 //!
 //! Both sides are read as a kronjob spec first ([`comparable`]): the same types (so a field
 //! neither can hold is no difference), the `TZ=` prefix moved to `spec.timeZone` as a
-//! migration moves it, the defaults both APIs fill in, and without `spec.suspend` (which a
-//! migration and a revert set on purpose). Null, `{}` and `[]` count as absent.
+//! migration moves it ([`move_zone_prefix`], which the plan uses too), the defaults both APIs
+//! fill in, and without `spec.suspend` (which a migration and a revert set on purpose). Null,
+//! `{}` and `[]` count as absent.
 
 use serde_json::Value;
 
-use super::plan::move_zone_prefix;
 use crate::api::CronJobSpec;
 use crate::api::defaults::apply_defaults;
 
@@ -120,6 +120,34 @@ fn present(value: &Value) -> Option<&Value> {
         Value::Array(a) if a.is_empty() => None,
         other => Some(other),
     }
+}
+
+/// A grandfathered `TZ=zone ` or `CRON_TZ=zone ` prefix moves to `spec.timeZone`; refused when
+/// `timeZone` is set too.
+pub fn move_zone_prefix(spec: &mut CronJobSpec) -> Result<Option<String>, String> {
+    let Some(original) = spec.schedule.clone() else {
+        return Ok(None);
+    };
+    let schedule = original.trim_start();
+    let Some(rest) = schedule
+        .strip_prefix("CRON_TZ=")
+        .or_else(|| schedule.strip_prefix("TZ="))
+    else {
+        return Ok(None);
+    };
+    let (zone, expr) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
+    let expr = expr.trim();
+    if let Some(set) = &spec.time_zone {
+        return Err(format!(
+            "spec.schedule {original:?} carries a time zone prefix and spec.timeZone is {set:?} too: remove one of them first"
+        ));
+    }
+    let change = format!(
+        "spec.schedule {original:?} becomes {expr:?} with spec.timeZone {zone:?} (kronjob refuses TZ= prefixes)"
+    );
+    spec.time_zone = Some(zone.to_string());
+    spec.schedule = Some(expr.to_string());
+    Ok(Some(change))
 }
 
 #[cfg(test)]

@@ -22,7 +22,7 @@ use serde_json::Value;
 
 use self::plan::{Action, Found, Options, Plan, record_of};
 use super::CliError;
-use super::kube::{KubeArgs, Scope};
+use super::cluster::{KubeArgs, Scope};
 use super::table::{self, DataFormat};
 use crate::api::CronJob;
 
@@ -250,7 +250,7 @@ async fn gather(client: &Client, selection: &Selection) -> Result<Pairs, CliErro
                 pairs.entry(key).or_default().original = Some(json_of(&original));
             }
             let migrated = scope.api::<CronJob>(client).list(&params).await;
-            for migrated in migrated.map_err(super::kube::listing_error)?.items {
+            for migrated in migrated.map_err(super::cluster::listing_error)?.items {
                 let key = key_of(&migrated.metadata);
                 pairs.entry(key).or_default().migrated = Some(migrated);
             }

@@ -15,7 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use serde::Serialize;
 use serde_json::{Value, json};
 
-use super::diff::{Difference, comparable, differences};
+use super::diff::{Difference, comparable, differences, move_zone_prefix};
 use crate::api::validation::{Operation, invalid_message, validate};
 use crate::api::{
     ANNOTATION_LAST_APPLIED as LAST_APPLIED, ConcurrencyPolicy, CronJob, CronJobSpec,
@@ -647,34 +647,6 @@ fn check(target: &CronJob) -> Result<(), String> {
             invalid_message(name, &errors)
         ))
     }
-}
-
-/// A grandfathered `TZ=zone ` or `CRON_TZ=zone ` prefix moves to `spec.timeZone`; refused when
-/// `timeZone` is set too.
-pub fn move_zone_prefix(spec: &mut CronJobSpec) -> Result<Option<String>, String> {
-    let Some(original) = spec.schedule.clone() else {
-        return Ok(None);
-    };
-    let schedule = original.trim_start();
-    let Some(rest) = schedule
-        .strip_prefix("CRON_TZ=")
-        .or_else(|| schedule.strip_prefix("TZ="))
-    else {
-        return Ok(None);
-    };
-    let (zone, expr) = rest.split_once(char::is_whitespace).unwrap_or((rest, ""));
-    let expr = expr.trim();
-    if let Some(set) = &spec.time_zone {
-        return Err(format!(
-            "spec.schedule {original:?} carries a time zone prefix and spec.timeZone is {set:?} too: remove one of them first"
-        ));
-    }
-    let change = format!(
-        "spec.schedule {original:?} becomes {expr:?} with spec.timeZone {zone:?} (kronjob refuses TZ= prefixes)"
-    );
-    spec.time_zone = Some(zone.to_string());
-    spec.schedule = Some(expr.to_string());
-    Ok(Some(change))
 }
 
 /// Every path of `original` (the job template as JSON) that is lost on its way through the

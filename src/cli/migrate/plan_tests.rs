@@ -366,7 +366,8 @@ fn the_zone_prefix_moves_only_when_alone() {
     assert_eq!(target.spec.time_zone.as_deref(), Some("Asia/Tokyo"));
 }
 
-/// One state of both CronJobs and the plan of `migrate` for it.
+/// One state of both CronJobs and the plan of `migrate` for it; what it leaves out is absent:
+/// no `--delete-original`, nothing to do, no step, no error.
 struct Again {
     name: &'static str,
     original: Option<Value>,
@@ -375,6 +376,20 @@ struct Again {
     action: Action,
     steps: Vec<Step>,
     error: Option<&'static str>,
+}
+
+impl Default for Again {
+    fn default() -> Self {
+        Again {
+            name: "",
+            original: None,
+            migrated: None,
+            delete_original: false,
+            action: Action::None,
+            steps: Vec::new(),
+            error: None,
+        }
+    }
 }
 
 #[test]
@@ -398,7 +413,6 @@ fn running_again_finishes_repairs_or_leaves_alone() {
             name: "interrupted before the original was suspended",
             original: Some(original()),
             migrated: Some(migrated(State::InProgress, true)),
-            delete_original: false,
             action: Action::Finish,
             steps: vec![
                 Step::WriteMigratedStatus,
@@ -406,16 +420,15 @@ fn running_again_finishes_repairs_or_leaves_alone() {
                 Step::Recheck,
                 Step::Complete { suspend: false },
             ],
-            error: None,
+            ..Again::default()
         },
         Again {
             name: "interrupted after the original was suspended",
             original: Some(suspended.clone()),
             migrated: Some(migrated(State::InProgress, true)),
-            delete_original: false,
             action: Action::Finish,
             steps: vec![Step::WriteMigratedStatus, Step::Complete { suspend: false }],
-            error: None,
+            ..Again::default()
         },
         Again {
             name: "interrupted after the original was deleted",
@@ -424,25 +437,20 @@ fn running_again_finishes_repairs_or_leaves_alone() {
             delete_original: true,
             action: Action::Finish,
             steps: vec![Step::Complete { suspend: false }],
-            error: None,
+            ..Again::default()
         },
         Again {
             name: "complete: nothing to do",
             original: Some(suspended.clone()),
             migrated: Some(migrated(State::Complete, false)),
-            delete_original: false,
-            action: Action::None,
-            steps: vec![],
-            error: None,
+            ..Again::default()
         },
         Again {
             name: "complete and the original deleted: nothing to do",
             original: None,
             migrated: Some(migrated(State::Complete, false)),
             delete_original: true,
-            action: Action::None,
-            steps: vec![],
-            error: None,
+            ..Again::default()
         },
         Again {
             name: "complete, now with --delete-original",
@@ -451,49 +459,45 @@ fn running_again_finishes_repairs_or_leaves_alone() {
             delete_original: true,
             action: Action::DeleteOriginal,
             steps: vec![Step::DeleteOriginal],
-            error: None,
+            ..Again::default()
         },
         Again {
             name: "complete but the original was resumed: suspend it again",
             original: Some(original()),
             migrated: Some(migrated(State::Complete, false)),
-            delete_original: false,
             action: Action::Finish,
             steps: vec![Step::SuspendOriginal, Step::Recheck],
-            error: None,
+            ..Again::default()
         },
         Again {
             name: "the name is taken by a CronJob of our own",
             original: Some(original()),
             migrated: Some(stranger),
-            delete_original: false,
             action: Action::Skip,
-            steps: vec![],
             error: Some(
                 "cronjob.batch.kronjob.dev/cj already exists and was not migrated from cronjob.batch/cj: rename or delete one of them",
             ),
+            ..Again::default()
         },
         Again {
             name: "migrated from an earlier CronJob of the same name",
             original: Some(original()),
             migrated: Some(from_another),
-            delete_original: false,
             action: Action::Skip,
-            steps: vec![],
             error: Some(
                 "cronjob.batch.kronjob.dev/cj was migrated from another cronjob.batch/cj (uid older-uid, this one is orig-uid)",
             ),
+            ..Again::default()
         },
         Again {
             name: "a revert is in progress",
             original: Some(suspended),
             migrated: Some(migrated(State::Reverting, true)),
-            delete_original: false,
             action: Action::Skip,
-            steps: vec![],
             error: Some(
                 "a revert of cronjob.batch.kronjob.dev/cj is in progress: run with --revert to finish it",
             ),
+            ..Again::default()
         },
         Again {
             name: "only a kronjob CronJob created as such",
@@ -503,19 +507,17 @@ fn running_again_finishes_repairs_or_leaves_alone() {
                 cj.metadata.annotations = None;
                 cj
             }),
-            delete_original: false,
             action: Action::Skip,
-            steps: vec![],
             error: Some("cronjob.batch/cj not found"),
+            ..Again::default()
         },
         Again {
             name: "neither exists",
             original: None,
             migrated: None,
-            delete_original: false,
             action: Action::Skip,
-            steps: vec![],
             error: Some("cronjob.batch/cj not found"),
+            ..Again::default()
         },
     ];
     for c in cases {

@@ -4,10 +4,8 @@
 //! status. Decoded straight from the API server's JSON; a whole [`CronJob`] is made from it
 //! for each reconcile ([`CachedCronJob::to_cronjob`]).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use serde::{Deserialize, Deserializer};
 
@@ -123,7 +121,7 @@ impl PartialEq for Template {
 impl Template {
     /// The template for `text`, shared with any other of the same text.
     pub fn new(text: &str) -> Self {
-        Template(super::shared::text(text))
+        Template(super::interned::text(text))
     }
 
     /// The JSON text.
@@ -153,29 +151,7 @@ impl<'de> Deserialize<'de> for Template {
     }
 }
 
-impl kube::Resource for CachedCronJob {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        CronJob::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        CronJob::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        CronJob::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        CronJob::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.metadata
-    }
-}
+resource_like!(CachedCronJob, CronJob, .metadata);
 
 impl CachedCronJob {
     /// The whole CronJob, its template decoded.

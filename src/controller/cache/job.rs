@@ -4,17 +4,15 @@
 //! managedFields and the rest are skipped while decoding. [`CachedJob`] is what the owner
 //! index keeps of one, made back into a Job for a reconcile ([`CachedJob::to_job`]).
 
-use std::borrow::Cow;
 use std::sync::Arc;
 
 use jiff::Timestamp;
 use jiff::tz::{Offset, TimeZone};
-use k8s_openapi::NamespaceResourceScope;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
-use super::second::Second;
+use super::seconds::Second;
 use super::uid::Uid;
 use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 use crate::job::{self, Finish, Outcome, Ran};
@@ -99,29 +97,7 @@ impl Serialize for SlimJob {
     }
 }
 
-impl kube::Resource for SlimJob {
-    type DynamicType = ();
-    type Scope = NamespaceResourceScope;
-
-    fn kind(dt: &()) -> Cow<'_, str> {
-        Job::kind(dt)
-    }
-    fn group(dt: &()) -> Cow<'_, str> {
-        Job::group(dt)
-    }
-    fn version(dt: &()) -> Cow<'_, str> {
-        Job::version(dt)
-    }
-    fn plural(dt: &()) -> Cow<'_, str> {
-        Job::plural(dt)
-    }
-    fn meta(&self) -> &ObjectMeta {
-        &self.0.metadata
-    }
-    fn meta_mut(&mut self) -> &mut ObjectMeta {
-        &mut self.0.metadata
-    }
-}
+resource_like!(SlimJob, Job, .0.metadata);
 
 /// Which run a cached Job was for.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -395,6 +371,104 @@ mod tests {
             At::Instant("2026-11-27T01:20:00Z".parse().expect("instant"), 3600)
         );
         assert!(matches!(At::new("2026-11-27T01:20:00+00:00"), At::Text(_)));
+    }
+
+    /// A real kube-apiserver 1.34's answers (`testdata/`): a Job as created, finished and
+    /// being deleted, a list with its continue token, and a watch stream.
+    const CREATE: &str = include_str!("testdata/create.json");
+    const FINISHED: &str = include_str!("testdata/finished.json");
+    const DELETING: &str = include_str!("testdata/deleting.json");
+    const LIST: &str = include_str!("testdata/list.json");
+    const WATCH: &str = include_str!("testdata/watch.json");
+
+    #[test]
+    fn a_real_servers_job_keeps_only_what_the_controllers_read() {
+        for (name, text) in [
+            ("create", CREATE),
+            ("finished", FINISHED),
+            ("deleting", DELETING),
+        ] {
+            let SlimJob(job) = serde_json::from_str(text).expect("a Job");
+            let meta = &job.metadata;
+            assert_eq!(meta.managed_fields, None, "{name}");
+            assert_eq!((&meta.labels, &meta.finalizers), (&None, &None), "{name}");
+            let annotations: Vec<_> = meta.annotations.iter().flatten().collect();
+            assert_eq!(annotations.len(), 1, "{name}: {annotations:?}");
+            assert_eq!(annotations[0].0, ANNOTATION_SCHEDULED_AT, "{name}");
+            let spec = job.spec.clone().expect("spec");
+            assert_eq!(spec.template, Default::default(), "{name}");
+            assert_eq!((spec.parallelism, spec.selector), (None, None), "{name}");
+            let kept = serde_json::to_string(&job).expect("encodes");
+            assert!(kept.len() * 5 < text.len(), "{name}: {kept}");
+        }
+    }
+
+    #[test]
+    fn a_real_servers_finished_job_has_the_fields_that_matter() {
+        let SlimJob(job) = serde_json::from_str(FINISHED).expect("a Job");
+        let meta = &job.metadata;
+        assert_eq!(meta.name.as_deref(), Some("hello-29000000"));
+        assert_eq!(meta.namespace.as_deref(), Some("fixtures"));
+        assert!(meta.uid.is_some() && meta.resource_version.is_some());
+        assert_eq!(meta.generation, Some(1));
+        assert!(meta.creation_timestamp.is_some());
+        let owner = &meta.owner_references.as_ref().expect("owners")[0];
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str(), owner.controller),
+            ("CronJob", "hello", Some(true))
+        );
+        assert_eq!(
+            job.spec.as_ref().expect("spec").ttl_seconds_after_finished,
+            Some(300)
+        );
+        let status = job.status.clone().expect("status");
+        assert_eq!(
+            status.completion_time.map(|t| t.0.to_string()).as_deref(),
+            Some("2026-11-27T12:00:06Z")
+        );
+        let types: Vec<_> = status
+            .conditions
+            .expect("conditions")
+            .into_iter()
+            .map(|c| (c.type_, c.status, c.last_transition_time.is_some()))
+            .collect();
+        assert_eq!(
+            types,
+            [
+                ("SuccessCriteriaMet".into(), "True".into(), true),
+                ("Complete".into(), "True".into(), true)
+            ]
+        );
+        let cached = CachedJob::of(&job);
+        assert_eq!(cached.finish().map(|f| f.outcome), Some(Outcome::Complete));
+        let SlimJob(deleting) = serde_json::from_str(DELETING).expect("a Job");
+        assert!(deleting.metadata.deletion_timestamp.is_some());
+    }
+
+    #[test]
+    fn a_real_servers_list_and_watch_decode_slim() {
+        let list: kube::core::ObjectList<SlimJob> = serde_json::from_str(LIST).expect("a list");
+        assert_eq!(list.items.len(), 1);
+        assert!(list.metadata.continue_.is_some());
+        assert!(list.items[0].0.metadata.managed_fields.is_none());
+        let events: Vec<kube::core::WatchEvent<SlimJob>> = WATCH
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("a watch event"))
+            .collect();
+        let kinds: Vec<_> = events
+            .iter()
+            .map(|e| match e {
+                kube::core::WatchEvent::Modified(job) => ("MODIFIED", job.0.metadata.clone()),
+                kube::core::WatchEvent::Deleted(job) => ("DELETED", job.0.metadata.clone()),
+                kube::core::WatchEvent::Bookmark(_) => ("BOOKMARK", ObjectMeta::default()),
+                other => panic!("unexpected {other:?}"),
+            })
+            .collect();
+        assert_eq!(
+            kinds.iter().map(|(k, _)| *k).collect::<Vec<_>>(),
+            ["MODIFIED", "DELETED", "BOOKMARK"]
+        );
+        assert!(kinds[1].1.deletion_timestamp.is_some());
     }
 
     #[test]

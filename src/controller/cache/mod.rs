@@ -5,11 +5,10 @@
 //! ([`meta`]).
 
 pub mod cronjob;
+pub mod interned;
 pub mod job;
 pub mod meta;
-pub mod protobuf;
-pub mod second;
-pub mod shared;
+pub mod seconds;
 pub mod status;
 pub mod uid;
 

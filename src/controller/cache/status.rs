@@ -11,7 +11,7 @@ use std::sync::Arc;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::shared;
+use super::interned;
 use super::uid::Uid;
 use crate::api::CronJobStatus;
 
@@ -44,10 +44,10 @@ struct Cond {
 impl Cond {
     fn new(c: Condition) -> Self {
         Cond {
-            type_: shared::text(&c.type_),
-            status: shared::text(&c.status),
-            reason: shared::text(&c.reason),
-            message: shared::text(&c.message),
+            type_: interned::text(&c.type_),
+            status: interned::text(&c.status),
+            reason: interned::text(&c.reason),
+            message: interned::text(&c.message),
             last_transition_time: c.last_transition_time,
             observed_generation: c.observed_generation,
         }
@@ -144,7 +144,7 @@ impl Status {
             .into_iter()
             .map(|r| Active::new(r, cronjob, namespace))
             .collect();
-        let schedule = status.schedule.take().map(|s| shared::text(&s));
+        let schedule = status.schedule.take().map(|s| interned::text(&s));
         let conditions = std::mem::take(&mut status.conditions)
             .into_iter()
             .map(Cond::new)

@@ -15,7 +15,7 @@ use kube::runtime::reflector::{self, ObjectRef};
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio_util::sync::CancellationToken;
 
-use super::ReconcilerArgs;
+use super::args::ReconcilerArgs;
 use super::context::Context;
 use super::error::Error;
 use super::metrics::ReconcilerMetrics;
@@ -23,7 +23,7 @@ use super::plan::PlanConfig;
 use super::reconcile::{error_policy, reconcile};
 use crate::api::ANNOTATION_TRIGGER;
 use crate::controller::cache::{CachedCronJob, SlimJob};
-use crate::controller::index::{self, IndexWriter, OwnerIndex};
+use crate::controller::owner_index::{self, IndexWriter, OwnerIndex};
 use crate::controller::slot_records::{self, SlotRecords};
 use crate::controller::ttl::JobTap;
 use crate::controller::{Scope, Shared, shard};
@@ -71,7 +71,7 @@ pub async fn run(
     ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
 ) -> Result<(), TaskError> {
-    let (index, index_writer) = index::owner_index();
+    let (index, index_writer) = owner_index::owner_index();
     let config = PlanConfig {
         default_job_ttl: args.default_job_ttl,
     };
@@ -190,7 +190,8 @@ async fn control(
     let started = started(cj_reader.clone(), index, Arc::clone(&ctx), ready);
     let prune = prune(Arc::clone(&ctx), cj_reader.clone());
     let shard = follow_shard(Arc::clone(&ctx), cj_reader);
-    let strays = crate::controller::strays::run(client.clone(), scope.clone(), ctx.shard.clone());
+    let strays =
+        crate::controller::shard_labels::run(client.clone(), scope.clone(), ctx.shard.clone());
     // Each branch is boxed: their state machines are large, and polling them inline nests
     // frames deep enough to exhaust a thread's stack in unoptimised builds.
     tokio::select! {
@@ -282,7 +283,7 @@ fn cronjob_trigger_stream(
         .collect();
     reflector::reflector(
         writer,
-        index::merge_watches(watches, move || reader.state()).inspect(health),
+        owner_index::merge_watches(watches, move || reader.state()).inspect(health),
     )
     .inspect(move |event| {
         // Once the cache holds a version, what the status writer knew newer than an older one
@@ -353,7 +354,7 @@ fn relabel_misfiled(ctx: &Arc<Context>, cronjobs: &[Arc<CachedCronJob>]) {
         let client = ctx.client.clone();
         tokio::spawn(async move {
             let api: kube::Api<crate::api::CronJob> = kube::Api::namespaced(client, &namespace);
-            crate::controller::strays::set_bucket(&api, &name, bucket).await;
+            crate::controller::shard_labels::set_bucket(&api, &name, bucket).await;
         });
     }
 }
@@ -476,11 +477,16 @@ fn job_trigger_stream(
         .apis::<SlimJob>(client)
         .into_iter()
         .map(|(ns, api)| {
-            let s = shard::watch(api, index::job_watch_config(), view, view.register_cache());
+            let s = shard::watch(
+                api,
+                owner_index::job_watch_config(),
+                view,
+                view.register_cache(),
+            );
             (ns, s)
         })
         .collect();
-    index::merge_watches(watches, move || index.snapshot())
+    owner_index::merge_watches(watches, move || index.snapshot())
         .inspect(health)
         .inspect(move |ev| {
             if let (Ok(ev), Some(tap)) = (ev, &tap) {

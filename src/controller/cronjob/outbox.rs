@@ -29,8 +29,8 @@ use super::writer::Key;
 use crate::api::CronJob;
 use crate::backoff::retry_delay;
 use crate::controller::events::Recorder;
-use crate::controller::gate::Gate;
-use crate::controller::index::OwnerIndex;
+use crate::controller::owner_index::OwnerIndex;
+use crate::controller::priority::Gate;
 use crate::job::{Deletion, delete_guarded};
 use crate::telemetry::Throttle;
 
@@ -384,7 +384,7 @@ impl Shared {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::controller::index::owner_index;
+    use crate::controller::owner_index::owner_index;
     use crate::testing::api_script::{Expect, mock_client};
     use http::StatusCode;
 

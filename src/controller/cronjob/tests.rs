@@ -16,7 +16,7 @@ use super::*;
 use crate::api::{ConcurrencyPolicy, CronJob};
 use crate::clock::FixedClock;
 use crate::controller::cache::{CachedCronJob, SlimJob};
-use crate::controller::index::owner_index;
+use crate::controller::owner_index::owner_index;
 use crate::testing::api_script::{Expect, Script, mock_client};
 use crate::testing::fixtures::{CronJobFixture, JobFixture, cronjob, job, t};
 

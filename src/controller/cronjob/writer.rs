@@ -45,7 +45,7 @@ use crate::api::CronJobStatus;
 use crate::backoff::retry_delay;
 use crate::controller::cache::CachedCronJob;
 use crate::controller::cache::status::Status;
-use crate::controller::gate::Gate;
+use crate::controller::priority::Gate;
 use crate::telemetry::Throttle;
 
 /// Longest wait before a failed write is tried again: an outage never delays a status write

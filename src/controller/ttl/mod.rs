@@ -325,7 +325,7 @@ struct Context {
     /// Bounds API calls in flight over all pipelines.
     permits: Semaphore,
     /// TTL deletes wait for the slot's creates.
-    gate: crate::controller::gate::Gate,
+    gate: crate::controller::priority::Gate,
     /// Consecutive failures per object (`kind/namespace/name`), for backoff.
     failures: Failures<String>,
     /// Keeps failure logs to a trickle during an outage.

@@ -79,6 +79,8 @@ mod tests {
     use crate::job::manual_name;
     use crate::testing::fixtures::{CJ, cronjob, job, t};
 
+    /// One case; what it leaves out is absent or false.
+    #[derive(Default)]
     struct Case {
         what: &'static str,
         annotation: Option<&'static str>,
@@ -96,13 +98,37 @@ mod tests {
         let at = "2026-11-25T09:40:12Z";
         let name = manual_name(CJ, t(at));
         let existing = job(&name);
-        #[rustfmt::skip]
         let cases = [
-            Case { what: "no annotation", annotation: None, deleting: false, exists: false, creates: None, warns: false },
-            Case { what: "a request", annotation: Some(at), deleting: false, exists: false, creates: Some(true), warns: false },
-            Case { what: "already created", annotation: Some(at), deleting: false, exists: true, creates: Some(false), warns: false },
-            Case { what: "not a time", annotation: Some("now"), deleting: false, exists: false, creates: Some(false), warns: true },
-            Case { what: "being deleted", annotation: Some(at), deleting: true, exists: false, creates: None, warns: false },
+            Case {
+                what: "no annotation",
+                ..Case::default()
+            },
+            Case {
+                what: "a request",
+                annotation: Some(at),
+                creates: Some(true),
+                ..Case::default()
+            },
+            Case {
+                what: "already created",
+                annotation: Some(at),
+                exists: true,
+                creates: Some(false),
+                ..Case::default()
+            },
+            Case {
+                what: "not a time",
+                annotation: Some("now"),
+                creates: Some(false),
+                warns: true,
+                ..Case::default()
+            },
+            Case {
+                what: "being deleted",
+                annotation: Some(at),
+                deleting: true,
+                ..Case::default()
+            },
         ];
         for case in cases {
             let mut cj = cronjob("*/5 * * * *");

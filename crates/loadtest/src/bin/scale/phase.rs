@@ -1,0 +1,455 @@
+//! A controller's phase: N CronJobs, the controller started, its slots watched and measured,
+//! the controller stopped (its objects are kept).
+
+use std::collections::HashSet;
+use std::process::Command;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use jiff::{SignedDuration, Timestamp};
+use k8s_openapi::api::batch::v1::{CronJob as BatchCronJob, Job};
+use kronjob_envtest::{Assets, ControlPlane, Proc, free_port};
+use kube::api::Api;
+use serde::Serialize;
+
+use kronjob::api::CronJob;
+
+use crate::process::{self, ProcSample, Sampler};
+use crate::report::Spread;
+use crate::watch::{SharedLog, all_written, lock, meta_api, summarise_slot, watch_into};
+use crate::{Args, BoxError, objects};
+
+/// Which controller a phase runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Which {
+    Kronjob,
+    Upstream,
+}
+
+/// One measured slot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Slot {
+    pub slot: Timestamp,
+    pub jobs: usize,
+    pub missing: usize,
+    pub duplicates: usize,
+    /// Arrival of the Job's first watch event minus the slot, seconds.
+    pub skew: Option<Spread>,
+    /// The controller 55 s after the slot (with replicas, their sum).
+    pub process: ProcSample,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    pub controller: String,
+    pub cronjobs: usize,
+    pub create_cronjobs_s: f64,
+    /// Process start to /readyz answering 200, seconds (kronjob; the last replica).
+    pub ready_s: Option<f64>,
+    /// Process start to every CronJob's first status write, seconds (kronjob).
+    pub startup_s: Option<f64>,
+    /// When every CronJob had been reconciled (with replicas, their sum).
+    pub at_startup: ProcSample,
+    pub slots: Vec<Slot>,
+    /// The peak RSS (with replicas, the sum of their peaks).
+    pub peak_rss_mib: f64,
+    /// CPU seconds from process start to the end of the last slot (with replicas, their sum).
+    pub cpu_s: f64,
+    /// Each process of the phase.
+    pub replicas: Vec<Replica>,
+    pub jobs_at_end: usize,
+}
+
+/// One controller process of a phase (a kronjob replica).
+#[derive(Debug, Clone, Serialize)]
+pub struct Replica {
+    pub name: String,
+    /// 55 s after each slot.
+    pub slots: Vec<ProcSample>,
+    /// The largest RSS: VmHWM (or a larger sample).
+    pub peak_rss_mib: f64,
+    /// CPU seconds from process start to the end of the last slot.
+    pub cpu_s: f64,
+    /// `kronjob_shard_cronjobs` at the end: the CronJobs it schedules.
+    pub shard_cronjobs: Option<f64>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The controllers
+// ---------------------------------------------------------------------------------------------
+
+/// A started controller process and what it answers on.
+#[derive(Debug)]
+struct Controller {
+    /// Its name in messages and reports (and, for a kronjob replica, its identity).
+    name: String,
+    proc: Proc,
+    health: Option<u16>,
+    metrics: Option<u16>,
+}
+
+/// The name of kronjob replica `replica` of `replicas`: `kronjob` alone, else `kronjob-<i>`.
+fn replica_name(replica: usize, replicas: usize) -> String {
+    if replicas > 1 {
+        format!("kronjob-{replica}")
+    } else {
+        "kronjob".into()
+    }
+}
+
+/// Whether `argv` sets `flag` (alone or as `flag=value`).
+fn has_flag(argv: &[String], flag: &str) -> bool {
+    argv.iter()
+        .any(|a| a == flag || a.strip_prefix(flag).is_some_and(|r| r.starts_with('=')))
+}
+
+/// Start kronjob replica `replica` (of `--replicas`): above one, with `--sharding` and its
+/// name as `POD_NAME`; each on its own ports and log. Its metrics are served over plain HTTP
+/// (unless a `--manager-arg` says otherwise) so that the tool can read them.
+fn start_kronjob(
+    args: &Args,
+    plane: &ControlPlane,
+    replica: usize,
+) -> Result<Controller, BoxError> {
+    let name = replica_name(replica, args.replicas);
+    let (health, metrics) = (free_port()?, free_port()?);
+    let mut argv: Vec<String> = [
+        "run",
+        "--metrics-addr",
+        &format!("127.0.0.1:{metrics}"),
+        "--health-addr",
+        &format!("127.0.0.1:{health}"),
+        "--log-format",
+        "json",
+    ]
+    .map(String::from)
+    .into();
+    if !has_flag(&args.manager_args, "--metrics-secure") {
+        argv.push("--metrics-secure=false".into());
+    }
+    if args.replicas > 1 && !has_flag(&args.manager_args, "--sharding") {
+        argv.push("--sharding".into());
+    }
+    argv.extend(args.manager_args.iter().cloned());
+    let mut command = Command::new(&args.kronjob);
+    command
+        .args(&argv)
+        .env("KUBECONFIG", plane.kubeconfig())
+        .env("NO_COLOR", "1");
+    if args.replicas > 1 {
+        command.env("POD_NAME", &name);
+    }
+    let log = plane.dir().join(format!("{name}.log"));
+    let proc = Proc::spawn(&name, command, &log)?;
+    Ok(Controller {
+        name,
+        proc,
+        health: Some(health),
+        metrics: Some(metrics),
+    })
+}
+
+/// Start kube-controller-manager with its CronJob controller alone, tuned.
+fn start_upstream(assets: &Assets, plane: &ControlPlane) -> Result<Controller, BoxError> {
+    let kubeconfig = plane.kubeconfig().display().to_string();
+    let args: Vec<String> = vec![
+        format!("--kubeconfig={kubeconfig}"),
+        format!("--authentication-kubeconfig={kubeconfig}"),
+        format!("--authorization-kubeconfig={kubeconfig}"),
+        "--controllers=cronjob-controller".into(),
+        "--concurrent-cron-job-syncs=50".into(),
+        "--kube-api-qps=1000".into(),
+        "--kube-api-burst=1000".into(),
+        "--bind-address=127.0.0.1".into(),
+        format!("--secure-port={}", free_port()?),
+        "--leader-elect=false".into(),
+    ];
+    let proc = Proc::start(
+        "kube-controller-manager (cronjob)",
+        &assets.binary("kube-controller-manager"),
+        &args,
+        &plane.dir().join("upstream-cronjob.log"),
+    )?;
+    Ok(Controller {
+        name: "kube-controller-manager".into(),
+        proc,
+        health: None,
+        metrics: None,
+    })
+}
+
+/// Wait for /readyz (every kronjob replica: the last of them is the phase's) and for every
+/// CronJob's first status write after `start`: seconds after `start` for each.
+async fn startup(
+    log: &SharedLog,
+    names: &HashSet<String>,
+    controllers: &mut [Controller],
+    start: Timestamp,
+) -> (Option<f64>, Option<f64>) {
+    let mut ready_at: Vec<Option<f64>> = vec![None; controllers.len()];
+    let limit = Instant::now() + Duration::from_secs(600);
+    while Instant::now() < limit {
+        if let Some(c) = controllers
+            .iter_mut()
+            .find_map(|c| c.proc.exited().is_some().then_some(c))
+        {
+            eprintln!("{} exited:\n{}", c.name, c.proc.log_tail(30));
+            break;
+        }
+        for (c, at) in controllers.iter().zip(ready_at.iter_mut()) {
+            if at.is_none()
+                && let Some(port) = c.health
+                && process::http_get(port, "/readyz")
+                    .await
+                    .is_some_and(|(code, _)| code == 200)
+            {
+                *at = Some(secs(Timestamp::now().duration_since(start)));
+            }
+        }
+        let ready = all_ready(&ready_at);
+        if ready.is_some()
+            && let Some(last) = all_written(&lock(log), names, start)
+        {
+            return (ready, Some(secs(last.duration_since(start))));
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    (all_ready(&ready_at), None)
+}
+
+/// When the last of the controllers became ready; `None` while one is not.
+fn all_ready(ready_at: &[Option<f64>]) -> Option<f64> {
+    ready_at
+        .iter()
+        .copied()
+        .collect::<Option<Vec<f64>>>()?
+        .into_iter()
+        .reduce(f64::max)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Time
+// ---------------------------------------------------------------------------------------------
+
+/// Unless within 2 s after a minute boundary, wait for 1 s after the next one.
+async fn after_minute_boundary() -> Result<(), BoxError> {
+    let now = Timestamp::now();
+    if now.as_second().rem_euclid(60) > 2 {
+        sleep_until(next_minute(now).checked_add(SignedDuration::from_secs(1))?).await;
+    }
+    Ok(())
+}
+
+/// Sleep until `at` (wall clock).
+async fn sleep_until(at: Timestamp) {
+    let wait = at.duration_since(Timestamp::now());
+    if let Ok(d) = Duration::try_from(wait) {
+        tokio::time::sleep(d).await;
+    }
+}
+
+/// The first minute boundary after `after`.
+pub fn next_minute(after: Timestamp) -> Timestamp {
+    let s = after.as_second();
+    Timestamp::from_second((s / 60 + 1) * 60).unwrap_or(after)
+}
+
+pub fn secs(d: SignedDuration) -> f64 {
+    d.as_secs_f64()
+}
+
+// ---------------------------------------------------------------------------------------------
+// The phase
+// ---------------------------------------------------------------------------------------------
+
+/// Create the CronJobs of `which` in `ns`; their names and how long creating them took.
+async fn create_cronjobs(
+    client: &kube::Client,
+    ns: &str,
+    which: Which,
+    args: &Args,
+) -> Result<(HashSet<String>, f64), BoxError> {
+    let names: Vec<String> = (0..args.cronjobs).map(objects::cronjob_name).collect();
+    let started = Instant::now();
+    eprintln!("{which:?}: creating {} CronJobs in {ns}", args.cronjobs);
+    let name = |i: usize| names[i].clone();
+    match which {
+        Which::Kronjob => {
+            let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
+            objects::create_all(&api, names.len(), args.in_flight, |i| {
+                objects::kronjob_cronjob(ns, name(i))
+            })
+            .await?;
+        }
+        Which::Upstream => {
+            let api: Api<BatchCronJob> = Api::namespaced(client.clone(), ns);
+            objects::create_all(&api, names.len(), args.in_flight, |i| {
+                objects::upstream_cronjob(name(i))
+            })
+            .await?;
+        }
+    }
+    Ok((names.into_iter().collect(), started.elapsed().as_secs_f64()))
+}
+
+/// The watches of a phase: its Jobs, and its CronJobs' writes.
+async fn watch(
+    client: &kube::Client,
+    ns: &str,
+    which: Which,
+    log: &SharedLog,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let jobs = watch_into(meta_api::<Job>(client, ns), log.clone(), true).await;
+    let cronjobs = match which {
+        Which::Kronjob => watch_into(meta_api::<CronJob>(client, ns), log.clone(), false).await,
+        Which::Upstream => {
+            watch_into(meta_api::<BatchCronJob>(client, ns), log.clone(), false).await
+        }
+    };
+    vec![jobs, cronjobs]
+}
+
+/// Each slot, summarised 55 s after it, with each controller's sample then.
+async fn measure_slots(
+    args: &Args,
+    log: &SharedLog,
+    names: &HashSet<String>,
+    samplers: &[Sampler],
+) -> Result<(Vec<Slot>, Vec<Vec<ProcSample>>), BoxError> {
+    let first = next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?);
+    let mut slots = Vec::new();
+    let mut per_replica: Vec<Vec<ProcSample>> = vec![Vec::new(); samplers.len()];
+    for i in 0..args.slots {
+        let slot = first.checked_add(SignedDuration::from_mins(i64::from(i)))?;
+        sleep_until(slot.checked_add(SignedDuration::from_secs(55))?).await;
+        let mut s = summarise_slot(&lock(log), slot, names);
+        let now: Vec<ProcSample> = samplers.iter().map(Sampler::now).collect();
+        s.process = process::total(&now);
+        for (replica, sample) in per_replica.iter_mut().zip(now) {
+            replica.push(sample);
+        }
+        eprintln!(
+            "slot {slot}: {} Jobs, {} missing, {} duplicate, skew p50/p99/max {} s, RSS {:.1} MiB",
+            s.jobs,
+            s.missing,
+            s.duplicates,
+            Spread::show(s.skew),
+            s.process.rss_mib
+        );
+        slots.push(s);
+    }
+    Ok((slots, per_replica))
+}
+
+/// Each controller's figures at the end of a phase (before it is stopped): its samples after
+/// each slot (`per_slot`), peak RSS, CPU time and the CronJobs it schedules.
+async fn replicas_at_end(
+    controllers: &[Controller],
+    samplers: &[Sampler],
+    per_slot: Vec<Vec<ProcSample>>,
+) -> Vec<Replica> {
+    let mut out = Vec::with_capacity(controllers.len());
+    for ((c, sampler), slots) in controllers.iter().zip(samplers).zip(per_slot) {
+        let end = sampler.now();
+        let text = match c.metrics {
+            Some(port) => process::http_get(port, "/metrics").await,
+            None => None,
+        };
+        out.push(Replica {
+            name: c.name.clone(),
+            slots,
+            peak_rss_mib: sampler.peak_mib(&end),
+            cpu_s: end.cpu_s,
+            shard_cronjobs: text
+                .filter(|(code, _)| *code == 200)
+                .and_then(|(_, text)| process::metric_value(&text, "kronjob_shard_cronjobs")),
+        });
+    }
+    out
+}
+
+/// Run one controller on N CronJobs for the slots; the controller is stopped at the end, the
+/// objects are kept.
+pub async fn run(
+    which: Which,
+    ns: &str,
+    args: &Args,
+    assets: &Assets,
+    plane: &mut ControlPlane,
+) -> Result<Phase, BoxError> {
+    let client = plane.client().await?;
+    objects::create_namespace(&client, ns).await?;
+    // Create right after a minute boundary and start the controller at once: no slot falls
+    // due before it starts, and its start-up has the rest of the minute.
+    after_minute_boundary().await?;
+    let (names, create_cronjobs_s) = create_cronjobs(&client, ns, which, args).await?;
+    let log: SharedLog = Arc::default();
+    let watches = watch(&client, ns, which, &log).await;
+    let start = Timestamp::now();
+    let mut controllers = match which {
+        Which::Kronjob => (0..args.replicas)
+            .map(|i| start_kronjob(args, plane, i))
+            .collect::<Result<Vec<_>, _>>()?,
+        Which::Upstream => vec![start_upstream(assets, plane)?],
+    };
+    let samplers: Vec<Sampler> = controllers
+        .iter()
+        .map(|c| Sampler::start(c.proc.pid()))
+        .collect();
+    for c in &controllers {
+        eprintln!(
+            "{which:?}: {} started (pid {}) at {start}",
+            c.name,
+            c.proc.pid()
+        );
+    }
+    let (ready_s, startup_s) = match which {
+        Which::Kronjob => startup(&log, &names, &mut controllers, start).await,
+        Which::Upstream => (None, None),
+    };
+    let at_startup = process::total(&samplers.iter().map(Sampler::now).collect::<Vec<_>>());
+    eprintln!("{which:?}: ready {ready_s:?} s, every CronJob reconciled {startup_s:?} s");
+    let (slots, per_replica) = measure_slots(args, &log, &names, &samplers).await?;
+    let replicas = replicas_at_end(&controllers, &samplers, per_replica).await;
+    for c in &mut controllers {
+        c.proc.stop(Duration::from_secs(30));
+    }
+    for w in watches {
+        w.abort();
+    }
+    let jobs_at_end = lock(&log).jobs.len();
+    Ok(Phase {
+        controller: format!("{which:?}").to_lowercase(),
+        cronjobs: args.cronjobs,
+        create_cronjobs_s,
+        ready_s,
+        startup_s,
+        at_startup,
+        slots,
+        peak_rss_mib: replicas.iter().map(|r| r.peak_rss_mib).sum(),
+        cpu_s: replicas.iter().map(|r| r.cpu_s).sum(),
+        replicas,
+        jobs_at_end,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn replicas_are_named_and_flags_found() {
+        assert_eq!(replica_name(0, 1), "kronjob");
+        assert_eq!(replica_name(2, 3), "kronjob-2");
+        let argv = [
+            "--sharding".to_string(),
+            "--metrics-secure=true".to_string(),
+        ];
+        assert!(has_flag(&argv, "--sharding"));
+        assert!(has_flag(&argv, "--metrics-secure"));
+        assert!(!has_flag(&argv, "--metrics"));
+        assert!(!has_flag(&argv, "--shard"));
+        assert_eq!(all_ready(&[Some(1.5), Some(2.5)]), Some(2.5));
+        assert_eq!(all_ready(&[Some(1.5), None]), None);
+    }
+}
