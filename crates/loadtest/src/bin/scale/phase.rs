@@ -35,6 +35,9 @@ pub struct Slot {
     pub duplicates: usize,
     /// Arrival of the Job's first watch event minus the slot, seconds.
     pub skew: Option<Spread>,
+    /// From the Job's arrival to its CronJob's next write (the status that records the slot),
+    /// seconds: how long the Job alone said that its slot ran.
+    pub recorded: Option<Spread>,
     /// The controller 55 s after the slot (with replicas, their sum).
     pub process: ProcSample,
 }

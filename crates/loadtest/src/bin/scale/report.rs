@@ -195,20 +195,21 @@ impl Report {
         let sum = if self.sharded() { " (sum)" } else { "" };
         let _ = writeln!(
             out,
-            "\n| controller | slot | Jobs | missing | duplicate | skew p50/p99/max, s | RSS, MiB{sum} | CPU, s{sum} |"
+            "\n| controller | slot | Jobs | missing | duplicate | skew p50/p99/max, s | Job to status write p50/p99/max, s | RSS, MiB{sum} | CPU, s{sum} |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
         for p in &self.phases {
             for s in &p.slots {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {} | {:.0} | {:.1} |",
+                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} |",
                     p.controller,
                     s.slot.strftime("%H:%M"),
                     s.jobs,
                     s.missing,
                     s.duplicates,
                     Spread::show(s.skew),
+                    Spread::show(s.recorded),
                     s.process.rss_mib,
                     s.process.cpu_s,
                 );

@@ -160,8 +160,26 @@ pub fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Sl
                 .map(|j| secs(j.arrived.duration_since(slot)))
                 .collect(),
         ),
+        recorded: Spread::of(recorded_after(log, &jobs)),
         process: ProcSample::default(),
     }
+}
+
+/// For each Job of `jobs`, seconds from its arrival to the next write of its CronJob that the
+/// watch saw: the status write that records the slot (one Job, one status write per slot), so
+/// how long the Job alone said that its slot ran.
+fn recorded_after(log: &Log, jobs: &[&Seen]) -> Vec<f64> {
+    let mut writes: HashMap<&str, Vec<Timestamp>> = HashMap::new();
+    for w in &log.cronjob_writes {
+        writes.entry(w.name.as_str()).or_default().push(w.arrived);
+    }
+    jobs.iter()
+        .filter_map(|j| {
+            let owner = j.owner.as_deref()?;
+            let next = writes.get(owner)?.iter().find(|t| **t >= j.arrived)?;
+            Some(secs(next.duration_since(j.arrived)))
+        })
+        .collect()
 }
 
 /// When every CronJob in `names` has had a status write after `start`: the last of those
@@ -222,15 +240,24 @@ mod tests {
             scheduled: slot.checked_sub(SignedDuration::from_mins(1)).ok(),
             ..job("c", -59_000)
         };
+        let write = |name: &str, ms: i64| Seen {
+            name: name.into(),
+            owner: None,
+            scheduled: None,
+            arrived: at(ms),
+        };
         let log = Log {
             jobs: vec![job("a", 300), job("a", 1200), job("b", 2500), earlier],
-            cronjob_writes: Vec::new(),
+            cronjob_writes: vec![write("a", -500), write("a", 1300), write("b", 4500)],
         };
         let names: HashSet<String> = ["a", "b", "c"].map(String::from).into();
         let s = summarise_slot(&log, slot, &names);
         assert_eq!((s.jobs, s.missing, s.duplicates), (3, 1, 1));
         let skew = s.skew.expect("jobs");
         assert_eq!((skew.p50, skew.max), (1.2, 2.5));
+        // a's Jobs: 1.0 s and 0.1 s to a's next write; b's: 2.0 s.
+        let recorded = s.recorded.expect("writes");
+        assert_eq!((recorded.p50, recorded.max), (1.0, 2.0));
     }
 
     #[test]
