@@ -8,8 +8,9 @@
 # --tag names the manifest list (default kronjob:dev); each architecture's image is also
 # tagged IMAGE-ARCH (e.g. kronjob:dev-amd64). --push pushes the list with every image to the
 # registry of IMAGE and prints its digest (buildah's credentials: `buildah login`).
-# Needs buildah (Debian's package; scripts/install-tools.sh --image installs it), rustup's musl
-# targets (added here), and for arm64 on an x86_64 host Debian's gcc-aarch64-linux-gnu.
+# Needs buildah (Debian's package; scripts/install-tools.sh installs it), rustup's musl
+# targets (added here), and for arm64 on an x86_64 host Debian's gcc-aarch64-linux-gnu and
+# libc6-dev-arm64-cross.
 # buildah runs as root here (CI does), with the vfs storage driver: no kernel overlay needed.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)

@@ -84,8 +84,9 @@ if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2
       apt-get install -y -qq --no-install-recommends prometheus >/dev/null
 fi
 
-# The image: buildah, musl-gcc for the amd64 binary's C parts, the cross compiler for arm64's.
-image_packages=(buildah musl-tools gcc-aarch64-linux-gnu)
+# The image: buildah, musl-gcc for the amd64 binary's C parts, the cross compiler (and its C
+# headers) for arm64's.
+image_packages=(buildah musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
 missing=()
 for package in "${image_packages[@]}"; do
   dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||

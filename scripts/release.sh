@@ -8,7 +8,8 @@
 #   scripts/release.sh VERSION OWNER/REPO [REGISTRY]
 #
 # e.g. `scripts/release.sh 0.2.0 kronjob/kronjob` (REGISTRY defaults to ghcr.io/<owner>,
-# lower-cased). arm64 on an x86_64 host needs Debian's gcc-aarch64-linux-gnu (see image.sh).
+# lower-cased). arm64 on an x86_64 host needs Debian's gcc-aarch64-linux-gnu and
+# libc6-dev-arm64-cross (see image.sh).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
