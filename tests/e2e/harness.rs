@@ -171,9 +171,25 @@ impl Env {
         extra: &[&str],
         vars: &[(&str, &str)],
     ) -> Manager {
+        self.manager_program(
+            Path::new(env!("CARGO_BIN_EXE_kronjob")),
+            kubeconfig,
+            extra,
+            vars,
+        )
+    }
+
+    /// The same with another `kronjob` binary: `program` (e.g. the image's).
+    pub fn manager_program(
+        &self,
+        program: &Path,
+        kubeconfig: &Path,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+    ) -> Manager {
         let n = self.managers.fetch_add(1, Ordering::Relaxed);
         let log = self.logs.join(format!("manager-{n}.log"));
-        Manager::spawn_with_env(kubeconfig, &self.namespace, extra, vars, &log)
+        Manager::spawn_program(program, kubeconfig, &self.namespace, extra, vars, &log)
     }
 
     /// A token for the ServiceAccount `name` of this namespace from the TokenRequest API
@@ -363,24 +379,50 @@ impl Manager {
         vars: &[(&str, &str)],
         log: &Path,
     ) -> Manager {
-        let (health, metrics) = (free_port().expect("port"), free_port().expect("port"));
+        let program = Path::new(env!("CARGO_BIN_EXE_kronjob"));
+        Manager::spawn_program(program, kubeconfig, namespace, extra, vars, log)
+    }
+
+    /// The same with the `kronjob` binary `program`.
+    pub fn spawn_program(
+        program: &Path,
+        kubeconfig: &Path,
+        namespace: &str,
+        extra: &[&str],
+        vars: &[(&str, &str)],
+        log: &Path,
+    ) -> Manager {
+        let health = free_port().expect("port");
+        // A case may give the metrics address (`--metrics-addr=127.0.0.1:PORT`), e.g. to
+        // restart a manager where Prometheus scrapes it.
+        let given = extra
+            .iter()
+            .find_map(|a| a.strip_prefix("--metrics-addr="))
+            .map(|addr| {
+                addr.rsplit(':')
+                    .next()
+                    .and_then(|p| p.parse::<u16>().ok())
+                    .unwrap_or_else(|| panic!("--metrics-addr={addr}: no port"))
+            });
+        let metrics = given.unwrap_or_else(|| free_port().expect("port"));
         let mut args: Vec<String> = vec![
             "run".into(),
             "--namespace".into(),
             namespace.into(),
-            "--metrics-addr".into(),
-            format!("127.0.0.1:{metrics}"),
             "--health-addr".into(),
             format!("127.0.0.1:{health}"),
             "--log-format".into(),
             "text".into(),
         ];
+        if given.is_none() {
+            args.extend(["--metrics-addr".into(), format!("127.0.0.1:{metrics}")]);
+        }
         // The cases read /metrics over plain HTTP (`metrics_text`), unless they ask for more.
         if !extra.iter().any(|a| a.starts_with("--metrics-secure")) {
             args.push("--metrics-secure=false".into());
         }
         args.extend(extra.iter().map(|s| s.to_string()));
-        let mut command = Command::new(env!("CARGO_BIN_EXE_kronjob"));
+        let mut command = Command::new(program);
         command
             .args(&args)
             .env("KUBECONFIG", kubeconfig)

@@ -257,7 +257,8 @@ fn identities(objects: &[Value]) -> Vec<(String, String, String)> {
 }
 
 /// The `helm install` commands of the README (continuation lines joined), except those that
-/// need cert-manager's CRDs, which this cluster does not have.
+/// need cert-manager's CRDs, which this cluster does not have, and those of a published
+/// release (its chart is not this checkout's).
 fn readme_helm_installs() -> Vec<Vec<String>> {
     let readme = std::fs::read_to_string(crate::tools::root().join("README.md")).expect("README");
     let joined = readme.replace("\\\n", " ");
@@ -266,6 +267,8 @@ fn readme_helm_installs() -> Vec<Vec<String>> {
         .map(str::trim)
         .filter(|l| l.starts_with("helm install "))
         .filter(|l| !l.contains("certManager.enabled=true"))
+        // A published release's chart comes from its registry, not from this checkout.
+        .filter(|l| !l.contains("oci://"))
         .map(|l| l.split_whitespace().skip(2).map(str::to_string).collect())
         .collect()
 }

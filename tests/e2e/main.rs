@@ -11,10 +11,12 @@
 //! `KRONJOB_E2E_REQUIRED=1` (as CI sets it) that is a failure instead.
 
 mod admission;
+mod alerts;
 mod cronjob;
 mod failure_policy;
 mod harness;
 mod hostile;
+mod image;
 mod install;
 mod leader;
 mod migrate;
@@ -74,9 +76,11 @@ macro_rules! cases {
 fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         admission::cases(),
+        alerts::cases(),
         cronjob::cases(),
         failure_policy::cases(),
         hostile::cases(),
+        image::cases(),
         install::cases(),
         leader::cases(),
         migrate::cases(),

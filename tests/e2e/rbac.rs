@@ -30,7 +30,7 @@ crate::cases!(
 
 /// The objects the chart renders for `release` in the Env's namespace, with the manager's
 /// default Job TTL set and the values `sets` (`key=value`).
-fn render(env: &Env, release: &str, sets: &[&str]) -> Vec<Value> {
+pub(crate) fn render(env: &Env, release: &str, sets: &[&str]) -> Vec<Value> {
     let mut args = vec![
         "template",
         release,
@@ -50,7 +50,7 @@ fn render(env: &Env, release: &str, sets: &[&str]) -> Vec<Value> {
 /// Apply the chart's ServiceAccount and RBAC objects, and its webhook configurations with a
 /// namespace selector that matches no namespace (so that the API server never calls them: the
 /// manager only keeps their caBundle current). Cluster-scoped objects carry the case's label.
-fn apply_identity(ctx: &Ctx, env: &Env, objects: &[Value]) {
+pub(crate) fn apply_identity(ctx: &Ctx, env: &Env, objects: &[Value]) {
     let kinds = [
         "ServiceAccount",
         "ClusterRole",
@@ -85,7 +85,10 @@ fn apply_identity(ctx: &Ctx, env: &Env, objects: &[Value]) {
 /// The chart Deployment's manager container: its args (without those the harness sets:
 /// addresses and log format; nor those starting with one of `dropped`) and the names of the
 /// env vars it takes from the Pod.
-fn deployment_args(objects: &[Value], dropped: &[&str]) -> (Vec<String>, Vec<(String, String)>) {
+pub(crate) fn deployment_args(
+    objects: &[Value],
+    dropped: &[&str],
+) -> (Vec<String>, Vec<(String, String)>) {
     let deployment = objects
         .iter()
         .find(|o| o["kind"] == "Deployment")
@@ -141,12 +144,26 @@ fn manual(name: &str) -> Value {
 /// `kronjob run` as the chart's Deployment runs it: with its ServiceAccount's token, its args
 /// (less those starting with one of `dropped`) and its environment; the manager, its webhook
 /// port and its Pod name.
-fn start_as_the_chart(
+pub(crate) fn start_as_the_chart(
     ctx: &Ctx,
     env: &Env,
     objects: &[Value],
     fullname: &str,
     dropped: &[&str],
+) -> (Manager, u16, String) {
+    let program = std::path::Path::new(env!("CARGO_BIN_EXE_kronjob"));
+    start_program_as_the_chart(ctx, env, objects, fullname, dropped, program, &[])
+}
+
+/// The same with the `kronjob` binary `program` and the arguments `more` added.
+pub(crate) fn start_program_as_the_chart(
+    ctx: &Ctx,
+    env: &Env,
+    objects: &[Value],
+    fullname: &str,
+    dropped: &[&str],
+    program: &std::path::Path,
+    more: &[&str],
 ) -> (Manager, u16, String) {
     let (chart_args, field_refs) = deployment_args(objects, dropped);
     let account = objects
@@ -169,6 +186,7 @@ fn start_as_the_chart(
     let webhook_addr = format!("127.0.0.1:{webhook_port}");
     let mut args: Vec<&str> = chart_args.iter().map(String::as_str).collect();
     args.extend(["--webhook-addr", webhook_addr.as_str()]);
+    args.extend_from_slice(more);
     for expected in [
         "--leader-elect",
         "--webhook-self-signed",
@@ -176,7 +194,7 @@ fn start_as_the_chart(
     ] {
         assert!(args.contains(&expected), "chart args {args:?}");
     }
-    let manager = env.manager_with_env(&kubeconfig, &args, &vars);
+    let manager = env.manager_program(program, &kubeconfig, &args, &vars);
     (manager, webhook_port, pod_name)
 }
 
@@ -243,7 +261,7 @@ async fn leader_lease(env: &Env, name: &str, holder: &str) {
 
 /// The self-signed certificate's Secret in the case's namespace, and its CA in both webhook
 /// configurations of the release; the CA's PEM.
-async fn self_signed_certificate(env: &Env, fullname: &str) -> String {
+pub(crate) async fn self_signed_certificate(env: &Env, fullname: &str) -> String {
     let secrets = env.api::<Secret>();
     let secret = format!("{fullname}-webhook-self-signed");
     let ca = wait_for(
@@ -495,18 +513,18 @@ pub async fn metrics_need_a_token_the_charts_metrics_reader_allows(ctx: Ctx) {
 }
 
 /// How the chart's ServiceMonitor scrapes the manager.
-struct ScrapeConfig {
-    path: String,
-    server_name: String,
-    ca_secret: String,
-    ca_key: String,
+pub(crate) struct ScrapeConfig {
+    pub path: String,
+    pub server_name: String,
+    pub ca_secret: String,
+    pub ca_key: String,
 }
 
 /// The ServiceMonitor's endpoint, checked against the rest of the chart: HTTPS with a
 /// ServiceAccount token, on the metrics Service's port that reaches the manager's
 /// `--metrics-addr`, verifying the webhook's certificate (the name it is issued for, the CA of
 /// the Secret the manager writes).
-fn scrape_config(objects: &[Value], fullname: &str, namespace: &str) -> ScrapeConfig {
+pub(crate) fn scrape_config(objects: &[Value], fullname: &str, namespace: &str) -> ScrapeConfig {
     let find = |kind: &str, name: &str| {
         objects
             .iter()

@@ -18,8 +18,22 @@ pub enum Error {
     NotFound(String),
 }
 
+/// Every value [`Error::category`] gives: the error counter exports each at zero from the
+/// start, so a rate over it has series before the first error.
+pub const CATEGORIES: [&str; 9] = [
+    "api_conflict",
+    "api_not_found",
+    "api_forbidden",
+    "api_invalid",
+    "api_server",
+    "api_other",
+    "transport",
+    "invalid_object",
+    "not_found",
+];
+
 impl Error {
-    /// A fixed, low-cardinality category for metrics and logs.
+    /// A fixed, low-cardinality category for metrics and logs (one of [`CATEGORIES`]).
     pub fn category(&self) -> &'static str {
         match self {
             Error::Kube(kube::Error::Api(s)) if s.is_conflict() => "api_conflict",

@@ -91,6 +91,9 @@ impl ReconcilerMetrics {
         for result in crate::job::Verdict::LABELS {
             drop(m.template_dry_runs.get_or_create(&ResultLabels { result }));
         }
+        for category in super::error::CATEGORIES {
+            drop(m.reconcile_errors.get_or_create(&ErrorLabels { category }));
+        }
         registry.register(
             "kronjob_job_creation_skew_seconds",
             "Time from a Job's scheduled time to its creation",
@@ -181,6 +184,13 @@ mod tests {
         assert!(out.contains("kronjob_jobs_deleted_total{reason=\"history\"} 0"));
         assert!(out.contains("kronjob_jobs_deleted_total{reason=\"replace\"} 0"));
         assert!(out.contains("kronjob_cronjobs_suspended_after_failures_total 0"));
+        for category in super::super::error::CATEGORIES {
+            let zero = format!("kronjob_reconcile_errors_total{{category=\"{category}\"}} ");
+            assert!(
+                out.contains(&zero),
+                "{category} exported from the start:\n{out}"
+            );
+        }
         assert!(out.contains("# TYPE kronjob_cronjob_next_schedule_time_seconds gauge"));
     }
 }

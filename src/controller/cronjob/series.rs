@@ -33,7 +33,7 @@ struct Gauge {
 }
 
 /// Every per-CronJob gauge, in exposition order.
-const GAUGES: [Gauge; 9] = [
+const GAUGES: [Gauge; 10] = [
     Gauge {
         name: "kronjob_cronjob_next_schedule_time_seconds",
         help: "status.nextScheduleTime, Unix seconds (absent while suspended or invalid)",
@@ -80,6 +80,11 @@ const GAUGES: [Gauge; 9] = [
         value: |cj, _| Some(i64::from(cj.spec.is_suspended())),
     },
     Gauge {
+        name: "kronjob_cronjob_suspended_after_failures",
+        help: "1 if spec.suspend is true and status.consecutiveFailures reached spec.failurePolicy.suspendAfterConsecutiveFailures, else 0",
+        value: |cj, _| Some(i64::from(suspended_after_failures(cj))),
+    },
+    Gauge {
         name: "kronjob_cronjob_consecutive_failures",
         help: "status.consecutiveFailures: scheduled Jobs that failed in a row",
         value: |cj, _| {
@@ -90,6 +95,18 @@ const GAUGES: [Gauge; 9] = [
         },
     },
 ];
+
+/// Whether the CronJob is suspended with its failure policy's count reached: what the
+/// `Ready` condition reports as `SuspendedAfterFailures`.
+fn suspended_after_failures(cj: &CachedCronJob) -> bool {
+    let limit = cj
+        .spec
+        .failure_policy
+        .as_ref()
+        .and_then(|p| p.suspend_after_consecutive_failures);
+    let failures = cj.status_fields().map_or(0, |s| s.consecutive_failures);
+    cj.spec.is_suspended() && limit.is_some_and(|limit| limit >= 1 && failures >= limit)
+}
 
 fn seconds(t: Timestamp) -> i64 {
     t.as_second()
@@ -358,6 +375,41 @@ mod tests {
     }
 
     #[test]
+    fn suspended_after_failures_needs_the_suspension_and_the_policys_count() {
+        // (suspend, policy limit, consecutive failures, exported value)
+        let table = [
+            (true, Some(3), 3, 1),
+            (true, Some(3), 4, 1),
+            (true, Some(3), 2, 0),
+            (false, Some(3), 3, 0),
+            (true, None, 5, 0),
+            (true, Some(0), 0, 0),
+            (true, Some(1), 1, 1),
+        ];
+        for (suspend, limit, failures, want) in table {
+            let status = CronJobStatus {
+                consecutive_failures: failures,
+                ..CronJobStatus::default()
+            };
+            let mut cj = cronjob("n", "c", "* * * * *", status);
+            cj.spec.suspend = Some(suspend);
+            cj.spec.failure_policy = limit.map(|limit| crate::api::FailurePolicy {
+                suspend_after_consecutive_failures: Some(limit),
+            });
+            let series = CronJobSeries::default();
+            let _attached = series.attach(store(vec![cj]), DEFAULT_LIMIT, ShardView::default());
+            let line = format!(
+                "kronjob_cronjob_suspended_after_failures{{namespace=\"n\",cronjob=\"c\"}} {want}\n"
+            );
+            let out = encode(&series);
+            assert!(
+                out.contains(&line),
+                "suspend {suspend}, limit {limit:?}, failures {failures}: {out}"
+            );
+        }
+    }
+
+    #[test]
     fn exports_each_cronjob_sorted_with_namespace_and_cronjob_labels() {
         let series = CronJobSeries::default();
         let _attached = series.attach(store(sample()), DEFAULT_LIMIT, ShardView::default());
@@ -389,6 +441,10 @@ kronjob_cronjob_active_jobs{namespace=\"b\",cronjob=\"hourly\"} 2
 # TYPE kronjob_cronjob_suspended gauge
 kronjob_cronjob_suspended{namespace=\"a\",cronjob=\"nightly\"} 1
 kronjob_cronjob_suspended{namespace=\"b\",cronjob=\"hourly\"} 0
+# HELP kronjob_cronjob_suspended_after_failures 1 if spec.suspend is true and status.consecutiveFailures reached spec.failurePolicy.suspendAfterConsecutiveFailures, else 0
+# TYPE kronjob_cronjob_suspended_after_failures gauge
+kronjob_cronjob_suspended_after_failures{namespace=\"a\",cronjob=\"nightly\"} 0
+kronjob_cronjob_suspended_after_failures{namespace=\"b\",cronjob=\"hourly\"} 0
 # HELP kronjob_cronjob_consecutive_failures status.consecutiveFailures: scheduled Jobs that failed in a row
 # TYPE kronjob_cronjob_consecutive_failures gauge
 kronjob_cronjob_consecutive_failures{namespace=\"a\",cronjob=\"nightly\"} 0

@@ -85,6 +85,12 @@ impl TtlMetrics {
             };
             drop(metrics.delay.get_or_create(&labels));
             drop(metrics.deletions.get_or_create(&labels));
+            for category in super::CATEGORIES {
+                drop(metrics.errors.get_or_create(&ErrorLabels {
+                    kind: kind.as_str(),
+                    category,
+                }));
+            }
         }
         metrics
     }

@@ -170,8 +170,19 @@ pub enum Error {
     },
 }
 
+/// Every value [`Error::category`] gives: the error counter exports each at zero from the
+/// start, so a rate over it has series before the first error.
+pub const CATEGORIES: [&str; 6] = [
+    "get",
+    "delete",
+    "missing_finish_time",
+    "bad_annotation",
+    "missing_metadata",
+    "event",
+];
+
 impl Error {
-    /// A fixed, low-cardinality name of the error, for metrics.
+    /// A fixed, low-cardinality name of the error, for metrics (one of [`CATEGORIES`]).
     pub fn category(&self) -> &'static str {
         match self {
             Self::Get { .. } => "get",
