@@ -200,6 +200,19 @@ impl CachedCronJob {
             .map(|t| t.0)
     }
 
+    /// The latest slot the status records as run, queued slots left out (see
+    /// [`crate::controller::cronjob::plan::recorded_through`]).
+    pub fn recorded_through(&self) -> Option<jiff::Timestamp> {
+        self.status_fields()
+            .and_then(crate::controller::cronjob::plan::recorded_through)
+    }
+
+    /// Whether the status still queues `slot` or an earlier one.
+    pub fn queues_through(&self, slot: jiff::Timestamp) -> bool {
+        self.status_fields()
+            .is_some_and(|s| s.queued.iter().any(|q| q.0 <= slot))
+    }
+
     /// Replace the status (kept compact; the name and namespace must be set first).
     pub fn set_status(&mut self, status: Option<CronJobStatus>) {
         let name = self.metadata.name.as_deref().unwrap_or_default();
