@@ -12,6 +12,7 @@
 
 mod admission;
 mod cronjob;
+mod enqueue;
 mod failure_policy;
 mod harness;
 mod hostile;
@@ -75,6 +76,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         admission::cases(),
         cronjob::cases(),
+        enqueue::cases(),
         failure_policy::cases(),
         hostile::cases(),
         install::cases(),
