@@ -686,6 +686,44 @@ mod tests {
             .expect("no panic");
     }
 
+    /// A cached CronJob at `rv` whose status records `last` and queues `queued`.
+    fn cached(rv: &str, last: &str, queued: &[&str]) -> Arc<CachedCronJob> {
+        let cronjob = serde_json::json!({
+            "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+            "metadata": {"name": "cj", "namespace": "ns", "uid": "uid", "resourceVersion": rv},
+            "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Enqueue", "jobTemplate": {}},
+            "status": {"lastScheduleTime": last, "queued": queued},
+        });
+        Arc::new(serde_json::from_str(&cronjob.to_string()).expect("a CronJob"))
+    }
+
+    #[tokio::test]
+    async fn a_dequeued_slot_is_remembered_until_a_stored_status_no_longer_queues_it() {
+        let (service, _api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let writer = StatusWriter::new(Client::new(service, "default"), Gate::new(), reconcile);
+        let key = ObjectRef::new("cj").within("ns");
+        let t = |s: &str| s.parse::<Timestamp>().expect("time");
+        const S1: &str = "2024-01-01T10:01:00Z";
+        const S2: &str = "2024-01-01T10:02:00Z";
+        let queued = cached("5", S2, &[S1, S2]);
+        // Nothing dequeued: the queue's oldest slot bounds what the status records.
+        let view = writer.view(queued.clone());
+        assert_eq!(view.records.dequeued, None);
+        assert!(view.records.stored < Some(t(S1)));
+        writer.dequeued(&key, Some("uid"), t(S1));
+        assert_eq!(writer.view(queued.clone()).records.dequeued, Some(t(S1)));
+        // A version from before the slot was queued does not settle it.
+        writer.observed(&cached("4", "2024-01-01T10:00:00Z", &[]));
+        assert_eq!(writer.view(queued.clone()).records.dequeued, Some(t(S1)));
+        // A stored status without it does.
+        let stored = cached("6", S2, &[S2]);
+        writer.observed(&stored);
+        let view = writer.view(stored);
+        assert_eq!(view.records.dequeued, None);
+        assert!(view.records.stored >= Some(t(S1)) && view.records.stored < Some(t(S2)));
+    }
+
     #[tokio::test]
     async fn submissions_before_the_write_coalesce_into_one_patch_of_the_last_status() {
         let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
