@@ -690,6 +690,7 @@ pub async fn updates_are_validated_and_stored_objects_ratchet(ctx: Ctx) {
             "spec.concurrencyPolicy",
             false,
         ),
+        (json!({"queue": {"maxQueued": 2}}), "spec.queue", false),
         (
             json!({"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:1.36", "env": [{"name": "MY=VAR"}]}]}}}}}),
             "spec.jobTemplate.spec.template.spec.containers[0].env[0].name",
