@@ -183,7 +183,10 @@ pub const DEFAULT_MAX_QUEUED: i32 = 10;
 /// Largest `spec.queue.maxQueued`: a longer queue is a backlog, and the status stays small.
 pub const MAX_QUEUED_LIMIT: i32 = 100;
 
-/// What happens when a slot falls due with the queue full.
+/// Which slot is dropped when a slot falls due with the queue full: "DropOldest" (default: the
+/// newest slot is the most relevant) drops the oldest queued slot and queues the new one;
+/// "DropNewest" drops the slot that fell due. A dropped slot gets a Warning Event `QueueFull`
+/// naming it.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum WhenFull {
     /// Drop the oldest queued slot and queue the new one.

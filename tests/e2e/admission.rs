@@ -278,6 +278,19 @@ fn table() -> Vec<Row> {
                 json!({"suspendAfterConsecutiveFailures": 0})
             )
         ),
+        row!("a queue without Enqueue", "spec.queue", schema, |o| set(
+            o,
+            "/spec/queue",
+            json!({"maxQueued": 2})
+        )),
+        row!("maxQueued 0", "spec.queue.maxQueued", schema, |o| {
+            set(o, "/spec/concurrencyPolicy", json!("Enqueue"));
+            set(o, "/spec/queue", json!({"maxQueued": 0}))
+        }),
+        row!("maxQueued 101", "spec.queue.maxQueued", schema, |o| {
+            set(o, "/spec/concurrencyPolicy", json!("Enqueue"));
+            set(o, "/spec/queue", json!({"maxQueued": 101}))
+        }),
         row!("no jobTemplate", "spec.jobTemplate", schema, |o| remove(
             o,
             "/spec/jobTemplate"
