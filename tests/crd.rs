@@ -86,6 +86,7 @@ fn printer_columns() {
         ("TIMEZONE", "string", ".spec.timeZone"),
         ("SUSPEND", "boolean", ".spec.suspend"),
         ("ACTIVE", "integer", ".status.activeCount"),
+        ("QUEUED", "integer", ".status.queuedCount"),
         ("LAST SCHEDULE", "date", ".status.lastScheduleTime"),
         ("NEXT SCHEDULE", "string", ".status.nextScheduleTime"),
         ("AGE", "date", ".metadata.creationTimestamp"),
@@ -160,7 +161,17 @@ fn spec_fields_types_defaults_and_required() {
     assert_eq!(deadline["format"], "int64");
     assert_eq!(deadline["minimum"].as_f64(), Some(0.0));
     let policy = node(&s, &["spec", "concurrencyPolicy"]);
-    assert_eq!(policy["enum"], json!(["Allow", "Forbid", "Replace"]));
+    assert_eq!(
+        policy["enum"],
+        json!(["Allow", "Forbid", "Replace", "Enqueue"])
+    );
+    let max_queued = node(&s, &["spec", "queue", "maxQueued"]);
+    assert_eq!(max_queued["minimum"].as_f64(), Some(1.0));
+    assert_eq!(max_queued["maximum"].as_f64(), Some(100.0));
+    assert_eq!(
+        node(&s, &["spec", "queue", "whenFull"])["enum"],
+        json!(["DropOldest", "DropNewest"])
+    );
     assert_eq!(policy["default"], "Allow");
     assert_eq!(node(&s, &["spec", "suspend"])["default"], false);
     for (field, default) in [
@@ -574,6 +585,14 @@ fn cel_rules_and_rust_checks_agree() {
             o["spec"].as_object_mut().expect("spec").remove("schedule");
             o["spec"]["schedules"] = json!(["0 * * * *", "", "TZ=UTC 0 * * * *"]);
         }),
+        ("a queue without Enqueue", |o| {
+            o["spec"]["concurrencyPolicy"] = json!("Forbid");
+            o["spec"]["queue"] = json!({"maxQueued": 2});
+        }),
+        ("a queue with Enqueue", |o| {
+            o["spec"]["concurrencyPolicy"] = json!("Enqueue");
+            o["spec"]["queue"] = json!({"maxQueued": 2, "whenFull": "DropNewest"});
+        }),
         ("everything", |o| {
             o["metadata"]["name"] = json!("b".repeat(60));
             o["spec"]["schedule"] = json!("TZ=x");
@@ -606,6 +625,7 @@ fn every_cel_rule_is_exercised_by_some_failure() {
     let bad: Vec<(&[&str], Value)> = vec![
         (&[], json!({"metadata": {"name": "x".repeat(53)}})),
         (&["spec"], json!({})),
+        (&["spec"], json!({"queue": {}})),
         (&["spec"], json!({"schedule": "x", "schedules": ["x"]})),
         (&["spec", "schedules"], json!([])),
         (&["spec", "schedules"], json!(["@every 1h", "0 * * * *"])),

@@ -245,7 +245,7 @@ fn invalid_cases() -> Vec<(&'static str, Edit, &'static str, &'static str)> {
             "policy",
             |o| o["spec"]["concurrencyPolicy"] = json!("Sometimes"),
             "spec.concurrencyPolicy",
-            "Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"",
+            "Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\", \"Enqueue\"",
         ),
         (
             "selector",
@@ -328,6 +328,33 @@ fn invalid_cases() -> Vec<(&'static str, Edit, &'static str, &'static str)> {
             "Invalid value: 0: must be greater than or equal to 1",
         ),
         (
+            "a queue with another policy",
+            |o| {
+                o["spec"]["concurrencyPolicy"] = json!("Forbid");
+                o["spec"]["queue"] = json!({"maxQueued": 2});
+            },
+            "spec.queue",
+            "Forbidden: may only be set with concurrencyPolicy: Enqueue",
+        ),
+        (
+            "a queue of more than 100",
+            |o| {
+                o["spec"]["concurrencyPolicy"] = json!("Enqueue");
+                o["spec"]["queue"] = json!({"maxQueued": 101});
+            },
+            "spec.queue.maxQueued",
+            "Invalid value: 101: must be less than or equal to 100",
+        ),
+        (
+            "an empty queue",
+            |o| {
+                o["spec"]["concurrencyPolicy"] = json!("Enqueue");
+                o["spec"]["queue"] = json!({"maxQueued": 0});
+            },
+            "spec.queue.maxQueued",
+            "Invalid value: 0: must be greater than or equal to 1",
+        ),
+        (
             "no job template",
             |o| {
                 o["spec"]
@@ -407,7 +434,7 @@ async fn every_error_is_listed_at_once() {
          spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0, \
          spec.jobTemplate.spec.ttlSecondsAfterFinished: Invalid value: -1: must be greater than or equal to 0, \
          spec.jobTemplate.spec.template.spec.restartPolicy: Required value: valid values: \"OnFailure\", \"Never\", \
-         spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\", \
+         spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\", \"Enqueue\", \
          spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61, \
          spec.timeZone: Invalid value: \"Europe/Pariss\": unknown time zone Europe/Pariss]"
     );

@@ -209,6 +209,9 @@ fn attach(schema: &mut Value, rule: &Rule) -> Result<(), CrdError> {
         Check::Minimum(min) => {
             node.insert("minimum".into(), json!(min));
         }
+        Check::Maximum(max) => {
+            node.insert("maximum".into(), json!(max));
+        }
         Check::MaxLength(max) => {
             node.insert("maxLength".into(), json!(max));
         }

@@ -27,6 +27,8 @@ pub enum Scope {
 pub enum Check {
     /// An integer must be at least this.
     Minimum(i64),
+    /// An integer must be at most this.
+    Maximum(i64),
     /// A string may have at most this many characters.
     MaxLength(u64),
     /// A list may have at most this many items.
@@ -110,6 +112,7 @@ impl Rule {
     pub fn holds(&self, value: &Value) -> bool {
         match self.check {
             Check::Minimum(min) => value.as_i64().is_none_or(|v| v >= min),
+            Check::Maximum(max) => value.as_i64().is_none_or(|v| v <= max),
             Check::MaxLength(max) => value
                 .as_str()
                 .is_none_or(|s| s.chars().count() as u64 <= max),
@@ -440,6 +443,37 @@ fn count_and_template_rules() -> Vec<Rule> {
             check: Check::Minimum(1),
             kind: ErrorKind::Invalid,
             message: "must be greater than or equal to 1",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: &["spec", "queue", "maxQueued"],
+            field: &[],
+            check: Check::Minimum(1),
+            kind: ErrorKind::Invalid,
+            message: "must be greater than or equal to 1",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: &["spec", "queue", "maxQueued"],
+            field: &[],
+            check: Check::Maximum(crate::api::MAX_QUEUED_LIMIT as i64),
+            kind: ErrorKind::Invalid,
+            message: "must be less than or equal to 100",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: &["spec"],
+            field: &["queue"],
+            check: Check::Cel {
+                rule: "!has(self.queue) || (has(self.concurrencyPolicy) && self.concurrencyPolicy == 'Enqueue')",
+                holds: |v| {
+                    v.get("queue").is_none_or(Value::is_null)
+                        || lookup(v, &["concurrencyPolicy"]).and_then(Value::as_str)
+                            == Some("Enqueue")
+                },
+            },
+            kind: ErrorKind::Forbidden,
+            message: "may only be set with concurrencyPolicy: Enqueue",
             scope: Scope::Always,
         },
     ]

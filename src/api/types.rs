@@ -57,6 +57,12 @@ pub const DEFAULT_FAILED_JOBS_HISTORY_LIMIT: i32 = 1;
     printcolumn(name = "Suspend", type_ = "boolean", json_path = ".spec.suspend"),
     printcolumn(name = "Active", type_ = "integer", json_path = ".status.activeCount"),
     printcolumn(
+        name = "Queued",
+        type_ = "integer",
+        json_path = ".status.queuedCount",
+        priority = 1
+    ),
+    printcolumn(
         name = "Last Schedule",
         type_ = "date",
         json_path = ".status.lastScheduleTime"
@@ -107,9 +113,15 @@ pub struct CronJobSpec {
     /// Specifies how to treat concurrent executions of a Job. Valid values are: "Allow"
     /// (default): allows CronJobs to run concurrently; "Forbid": forbids concurrent runs,
     /// skipping next run if previous run hasn't finished yet; "Replace": cancels currently
-    /// running job and replaces it with a new one.
+    /// running job and replaces it with a new one; "Enqueue": a slot that falls due while a
+    /// Job is running waits in `status.queued` and runs, with its own scheduled time, when no
+    /// Job runs any more, oldest first (bounded by `spec.queue`).
     #[serde(default)]
     pub concurrency_policy: ConcurrencyPolicy,
+
+    /// The bound of the Enqueue policy's queue. Only with `concurrencyPolicy: Enqueue`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub queue: Option<QueueSpec>,
 
     /// This flag tells the controller to suspend subsequent executions, it does not apply to
     /// already started executions. Defaults to false.
@@ -152,6 +164,64 @@ pub struct FailurePolicy {
     pub suspend_after_consecutive_failures: Option<i32>,
 }
 
+/// The bound of the Enqueue policy's queue.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct QueueSpec {
+    /// How many slots may wait, 1 to 100. Defaults to 10.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_queued: Option<i32>,
+    /// Which slot is dropped when a slot falls due with the queue full: "DropOldest" (default:
+    /// the newest slot is the most relevant) or "DropNewest" (the slot that fell due). A
+    /// dropped slot gets a Warning Event `QueueFull` naming it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub when_full: Option<WhenFull>,
+}
+
+/// Default of `spec.queue.maxQueued`.
+pub const DEFAULT_MAX_QUEUED: i32 = 10;
+/// Largest `spec.queue.maxQueued`: a longer queue is a backlog, and the status stays small.
+pub const MAX_QUEUED_LIMIT: i32 = 100;
+
+/// Which slot is dropped when a slot falls due with the queue full: "DropOldest" (default: the
+/// newest slot is the most relevant) drops the oldest queued slot and queues the new one;
+/// "DropNewest" drops the slot that fell due. A dropped slot gets a Warning Event `QueueFull`
+/// naming it.
+#[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+pub enum WhenFull {
+    /// Drop the oldest queued slot and queue the new one.
+    #[default]
+    DropOldest,
+    /// Drop the slot that fell due.
+    DropNewest,
+}
+
+impl WhenFull {
+    /// The JSON spelling of the value.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::DropOldest => "DropOldest",
+            Self::DropNewest => "DropNewest",
+        }
+    }
+}
+
+impl QueueSpec {
+    /// `maxQueued` with its default, within 1 to [`MAX_QUEUED_LIMIT`].
+    pub fn limit(&self) -> usize {
+        let n = self
+            .max_queued
+            .unwrap_or(DEFAULT_MAX_QUEUED)
+            .clamp(1, MAX_QUEUED_LIMIT);
+        usize::try_from(n).unwrap_or(1)
+    }
+
+    /// `whenFull` with its default.
+    pub fn when_full(&self) -> WhenFull {
+        self.when_full.unwrap_or_default()
+    }
+}
+
 /// ConcurrencyPolicy describes how the job will be handled.
 #[derive(Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
 pub enum ConcurrencyPolicy {
@@ -162,11 +232,14 @@ pub enum ConcurrencyPolicy {
     Forbid,
     /// Cancels currently running job and replaces it with a new one.
     Replace,
+    /// Queues a slot that falls due while a Job runs; queued slots run one after another.
+    Enqueue,
 }
 
 impl ConcurrencyPolicy {
     /// Every accepted value, in the order the API documents them.
-    pub const ALL: [ConcurrencyPolicy; 3] = [Self::Allow, Self::Forbid, Self::Replace];
+    pub const ALL: [ConcurrencyPolicy; 4] =
+        [Self::Allow, Self::Forbid, Self::Replace, Self::Enqueue];
 
     /// The JSON spelling of the value.
     pub fn as_str(self) -> &'static str {
@@ -174,6 +247,7 @@ impl ConcurrencyPolicy {
             Self::Allow => "Allow",
             Self::Forbid => "Forbid",
             Self::Replace => "Replace",
+            Self::Enqueue => "Enqueue",
         }
     }
 }
@@ -318,6 +392,15 @@ pub struct CronJobStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub consecutive_failures: i32,
 
+    /// Enqueue policy: the slots waiting to run, oldest first, each run as its own scheduled
+    /// time once no Job runs.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub queued: Vec<Time>,
+
+    /// The number of queued slots (the length of `queued`), for printing.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub queued_count: i32,
+
     /// Standard conditions. `Ready` tells whether the CronJob schedules Jobs, with reasons such
     /// as `Scheduled`, `Suspended`, `SuspendedAfterFailures`, `InvalidSchedule`,
     /// `UnknownTimeZone` and `InvalidJobTemplate`.
@@ -331,6 +414,12 @@ impl CronJobStatus {
     pub fn set_active(&mut self, active: Vec<ObjectReference>) {
         self.active = active;
         self.active_count = i32::try_from(self.active.len()).unwrap_or(i32::MAX);
+    }
+
+    /// Set `queued`, keeping `queuedCount` equal to its length.
+    pub fn set_queued(&mut self, queued: Vec<Time>) {
+        self.queued = queued;
+        self.queued_count = i32::try_from(self.queued.len()).unwrap_or(i32::MAX);
     }
 
     /// Add one Job to `active`, keeping `activeCount` equal to its length.

@@ -367,7 +367,7 @@ mod tests {
         o["spec"]["concurrencyPolicy"] = json!("Sometimes");
         let got = rendered(&o, None, Operation::Create);
         assert!(got.contains(&"spec.startingDeadlineSeconds: Invalid value: -1: must be greater than or equal to 0".to_string()), "{got:?}");
-        assert!(got.contains(&"spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\"".to_string()), "{got:?}");
+        assert!(got.contains(&"spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\", \"Enqueue\"".to_string()), "{got:?}");
         assert!(got.contains(&"spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61".to_string()), "{got:?}");
         assert_eq!(got.len(), 3, "{got:?}");
     }

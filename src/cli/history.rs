@@ -1,7 +1,8 @@
 //! `kubectl kronjob history NAME`: the runs of one CronJob, newest first.
 //!
 //! Two requests: the CronJob (for its UID), then the Jobs labelled with its name; a Job counts
-//! when that CronJob is its controller (a label alone can be copied).
+//! when that CronJob is its controller (a label alone can be copied). Slots waiting in the
+//! queue (`concurrencyPolicy: Enqueue`) come first, result `Queued`, without a Job yet.
 
 use std::io::Write;
 
@@ -48,6 +49,10 @@ pub async fn run(
         .get(&args.name)
         .await?;
     let uid = cronjob.metadata.uid.unwrap_or_default();
+    let queued: Vec<Timestamp> = cronjob
+        .status
+        .map(|s| s.queued.iter().map(|t| t.0).collect())
+        .unwrap_or_default();
     let selector = format!("{LABEL_CRONJOB}={}", args.name);
     let listed = Api::<Job>::namespaced(client, &namespace)
         .list(&ListParams::default().labels(&selector))
@@ -60,14 +65,14 @@ pub async fn run(
     newest_first(&mut jobs);
     if let Some(format) = args.output {
         table::write_data(&table::list_of(&jobs), format, out)?;
-    } else if jobs.is_empty() {
+    } else if jobs.is_empty() && queued.is_empty() {
         writeln!(
             err,
             "No runs of cronjob.batch.kronjob.dev/{} in {namespace} namespace.",
             args.name
         )?;
     } else {
-        out.write_all(history_table(&jobs, now).render().as_bytes())?;
+        out.write_all(history_table(&jobs, &queued, now).render().as_bytes())?;
     }
     Ok(())
 }
@@ -88,9 +93,19 @@ fn sort_key(job: &Job) -> (Option<Timestamp>, Option<Timestamp>, Option<&str>) {
     )
 }
 
-/// The table of runs, in the order given.
-pub fn history_table(jobs: &[Job], now: Timestamp) -> Table {
+/// The table of runs: the `queued` slots (newest first, no Job yet), then the Jobs in the
+/// order given.
+pub fn history_table(jobs: &[Job], queued: &[Timestamp], now: Timestamp) -> Table {
     let mut table = Table::new(&["name", "scheduled", "result", "start", "duration"]);
+    for slot in queued.iter().rev() {
+        table.push(vec![
+            NONE.into(),
+            slot.to_string(),
+            "Queued".into(),
+            NONE.into(),
+            NONE.into(),
+        ]);
+    }
     for job in jobs {
         table.push(row(job, now));
     }
@@ -202,9 +217,16 @@ mod tests {
             job("cj-pending"),
         ];
         assert_eq!(
-            history_table(&jobs, now).render(),
+            history_table(
+                &jobs,
+                &[t("2016-05-19T10:03:00Z"), t("2016-05-19T10:04:00Z")],
+                now
+            )
+            .render(),
             "\
 NAME          SCHEDULED              RESULT     START       DURATION
+<none>        2016-05-19T10:04:00Z   Queued     <none>      <none>
+<none>        2016-05-19T10:03:00Z   Queued     <none>      <none>
 cj-mo7f5ao    manual                 Running    60s ago     60s
 cj-24394140   2016-05-19T09:00:00Z   Complete   4m59s ago   12s
 cj-24394080   <none>                 Failed     65m ago     2m30s

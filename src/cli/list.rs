@@ -106,7 +106,8 @@ pub fn cronjob_table(
     columns: Columns,
 ) -> Table {
     let mut header = vec![
-        "name", "schedule", "timezone", "suspend", "active", "last run", "next run", "age",
+        "name", "schedule", "timezone", "suspend", "active", "queued", "last run", "next run",
+        "age",
     ];
     if columns.namespace {
         header.insert(0, "namespace");
@@ -141,6 +142,7 @@ fn row(cj: &CronJob, jobs: &[&Job], now: Timestamp, columns: Columns) -> Vec<Str
         cj.spec.time_zone.clone().unwrap_or_else(|| NONE.into()),
         cj.spec.is_suspended().to_string(),
         status.active.len().to_string(),
+        status.queued.len().to_string(),
         last_run(jobs.iter().copied()).map_or_else(|| NONE.into(), |r| r.show(now)),
         next_run(cj, now),
         cj.metadata
@@ -347,6 +349,10 @@ mod tests {
             .last_successful_time = Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(
             "2016-05-19T00:31:10Z",
         )));
+        if let Some(status) = nightly.status.as_mut() {
+            let at = |s| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(s));
+            status.set_queued(vec![at("2016-05-18T00:30:00Z"), at("2016-05-19T00:30:00Z")]);
+        }
         let jobs = vec![
             job("hourly-1")
                 .owned_by("hourly-uid")
@@ -367,9 +373,9 @@ mod tests {
         assert_eq!(
             text,
             "\
-NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   LAST RUN            NEXT RUN   AGE
-hourly           0 * * * *    <none>          false     0        3m ago (Complete)   in 55m     4d
-nightly-report   30 2 * * *   Europe/Berlin   true      1        <none>              <none>     6m
+NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   LAST RUN            NEXT RUN   AGE
+hourly           0 * * * *    <none>          false     0        0        3m ago (Complete)   in 55m     4d
+nightly-report   30 2 * * *   Europe/Berlin   true      1        2        <none>              <none>     6m
 "
         );
     }
@@ -385,9 +391,9 @@ nightly-report   30 2 * * *   Europe/Berlin   true      1        <none>         
         assert_eq!(
             text,
             "\
-NAMESPACE   NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   LAST RUN            NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
-ns          hourly           0 * * * *    <none>          false     0        3m ago (Complete)   in 55m     4d    c            busybox   <none>
-ns          nightly-report   30 2 * * *   Europe/Berlin   true      1        <none>              <none>     6m    c            busybox   9h ago
+NAMESPACE   NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   LAST RUN            NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
+ns          hourly           0 * * * *    <none>          false     0        0        3m ago (Complete)   in 55m     4d    c            busybox   <none>
+ns          nightly-report   30 2 * * *   Europe/Berlin   true      1        2        <none>              <none>     6m    c            busybox   9h ago
 "
         );
     }

@@ -278,6 +278,19 @@ fn table() -> Vec<Row> {
                 json!({"suspendAfterConsecutiveFailures": 0})
             )
         ),
+        row!("a queue without Enqueue", "spec.queue", schema, |o| set(
+            o,
+            "/spec/queue",
+            json!({"maxQueued": 2})
+        )),
+        row!("maxQueued 0", "spec.queue.maxQueued", schema, |o| {
+            set(o, "/spec/concurrencyPolicy", json!("Enqueue"));
+            set(o, "/spec/queue", json!({"maxQueued": 0}))
+        }),
+        row!("maxQueued 101", "spec.queue.maxQueued", schema, |o| {
+            set(o, "/spec/concurrencyPolicy", json!("Enqueue"));
+            set(o, "/spec/queue", json!({"maxQueued": 101}))
+        }),
         row!("no jobTemplate", "spec.jobTemplate", schema, |o| remove(
             o,
             "/spec/jobTemplate"
@@ -690,6 +703,7 @@ pub async fn updates_are_validated_and_stored_objects_ratchet(ctx: Ctx) {
             "spec.concurrencyPolicy",
             false,
         ),
+        (json!({"queue": {"maxQueued": 2}}), "spec.queue", false),
         (
             json!({"jobTemplate": {"spec": {"template": {"spec": {"containers": [{"name": "c", "image": "busybox:1.36", "env": [{"name": "MY=VAR"}]}]}}}}}),
             "spec.jobTemplate.spec.template.spec.containers[0].env[0].name",

@@ -9,6 +9,7 @@
 //! - `KronjobCronJobNotSucceeded`: a CronJob whose Jobs never finish, two periods old;
 //! - `KronjobCronJobSuspendedAfterFailures`: a CronJob whose Job failed, with
 //!   `failurePolicy.suspendAfterConsecutiveFailures: 1`;
+//! - `KronjobCronJobQueueFull`: an Enqueue CronJob (`maxQueued: 1`) whose Jobs never finish;
 //! - `KronjobWebhookErrors`: a request the webhook cannot read (400);
 //! - `KronjobWebhookDenials`: a CronJob the webhook refuses;
 //! - `KronjobNoLeader` and `KronjobCronJobSlotMissed`: the manager stopped past a slot;
@@ -47,6 +48,7 @@ const SETS: &[&str] = &[
     "metrics.prometheusRule.for.notSucceeded=0s",
     "metrics.prometheusRule.for.slotMissed=4s",
     "metrics.prometheusRule.for.suspendedAfterFailures=0s",
+    "metrics.prometheusRule.for.queueFull=0s",
     "metrics.prometheusRule.for.skew=0s",
     "metrics.prometheusRule.for.noLeader=4s",
     "metrics.prometheusRule.for.webhookErrors=0s",
@@ -269,6 +271,7 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
         "KronjobCronJobNotSucceeded",
         "KronjobCronJobSlotMissed",
         "KronjobCronJobSuspendedAfterFailures",
+        "KronjobCronJobQueueFull",
         "KronjobJobCreationSkewHigh",
         "KronjobNoLeader",
         "KronjobWebhookErrors",
@@ -332,10 +335,15 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
     .await;
 
     // The causes: a CronJob that succeeds, one whose Jobs never finish, one that fails once
-    // and is suspended by its failure policy.
+    // and is suspended by its failure policy, and an Enqueue one whose Jobs never finish with
+    // room for one queued slot (full from its second slot on).
     crate::observe::not_at_the_end_of_a_minute().await;
     crate::cronjob::create(&env, crate::cronjob::every_minute("ok", 1)).await;
     crate::cronjob::create(&env, never_finishing("stuck")).await;
+    let mut queued = never_finishing("queued");
+    queued["spec"]["concurrencyPolicy"] = json!("Enqueue");
+    queued["spec"]["queue"] = json!({"maxQueued": 1});
+    crate::cronjob::create(&env, queued).await;
     let mut failing = crate::cronjob::every_minute("failing", 1);
     failing["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 1});
     crate::cronjob::create(&env, failing).await;
@@ -391,15 +399,18 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
             minute,
         )
         .await;
-    // `stuck` has had no success for two of its periods (since its creation); `ok` succeeds
-    // every minute and `failing` is suspended: neither fires.
+    // `stuck` and `queued` have had no success for two of their periods (since their
+    // creation); `ok` succeeds every minute and `failing` is suspended: neither fires.
     prometheus
         .wait_firing(
             "KronjobCronJobNotSucceeded",
             &ns,
-            &["stuck"],
+            &["queued", "stuck"],
             Duration::from_secs(180),
         )
+        .await;
+    prometheus
+        .wait_firing("KronjobCronJobQueueFull", &ns, &["queued"], minute)
         .await;
     assert!(
         prometheus
@@ -448,9 +459,9 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
         "dashboard queries without data: {empty:#?}"
     );
 
-    // The manager stops past a slot: no leader, and the slots of `ok` and `stuck` are missed
-    // (`failing` is suspended). It stops well inside a minute, after the last slot's Jobs and
-    // status are written and long before the next slot.
+    // The manager stops past a slot: no leader, and the slots of `ok`, `queued` and `stuck`
+    // are missed (`failing` is suspended). It stops well inside a minute, after the last
+    // slot's Jobs and status are written and long before the next slot.
     let second = jiff::Timestamp::now().as_second().rem_euclid(60);
     if !(5..=45).contains(&second) {
         crate::harness::at_second(5).await;
@@ -463,7 +474,7 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
         .wait_firing(
             "KronjobCronJobSlotMissed",
             &ns,
-            &["ok", "stuck"],
+            &["ok", "queued", "stuck"],
             Duration::from_secs(100),
         )
         .await;

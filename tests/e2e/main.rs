@@ -13,6 +13,7 @@
 mod admission;
 mod alerts;
 mod cronjob;
+mod enqueue;
 mod failure_policy;
 mod harness;
 mod hostile;
@@ -78,6 +79,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         admission::cases(),
         alerts::cases(),
         cronjob::cases(),
+        enqueue::cases(),
         failure_policy::cases(),
         hostile::cases(),
         image::cases(),

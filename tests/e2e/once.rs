@@ -62,11 +62,11 @@ fn every_minute(name: &str, ttl: Option<i32>, history: i32) -> Value {
 
 /// Every Job ever created in a namespace while the watch ran: name -> UIDs.
 #[derive(Clone, Default)]
-struct Created(Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>);
+pub(crate) struct Created(Arc<Mutex<BTreeMap<String, BTreeSet<String>>>>);
 
 impl Created {
     /// Watch the Jobs of `api` from now on.
-    fn watch(api: Api<Job>) -> (Self, JoinHandle<()>) {
+    pub(crate) fn watch(api: Api<Job>) -> (Self, JoinHandle<()>) {
         let created = Created::default();
         let seen = created.clone();
         let task = tokio::spawn(async move {
@@ -90,7 +90,7 @@ impl Created {
     }
 
     /// The slots (minutes since the epoch) `cronjob` ran, each with how many Jobs it got.
-    fn runs(&self, cronjob: &str) -> BTreeMap<i64, usize> {
+    pub(crate) fn runs(&self, cronjob: &str) -> BTreeMap<i64, usize> {
         let prefix = format!("{cronjob}-");
         let all = self.0.lock().unwrap_or_else(|e| e.into_inner());
         all.iter()

@@ -46,6 +46,7 @@ pub fn cronjob(schedule: &str) -> CronJob {
             time_zone: None,
             starting_deadline_seconds: None,
             concurrency_policy: ConcurrencyPolicy::Allow,
+            queue: None,
             suspend: Some(false),
             job_template: JobTemplateSpec {
                 metadata: Some(ObjectMeta {

@@ -804,7 +804,8 @@ fn spec_drift(plan: &Plan, original: &Value, migrated: &CronJob) -> Vec<String> 
 }
 
 /// The batch/v1 CronJob recreated from a kronjob CronJob, suspended; refused when its schedule
-/// uses `H` or it has several schedules, which batch/v1 does not know. A single entry of
+/// uses `H`, it has several schedules or `concurrencyPolicy: Enqueue`, which batch/v1 does not
+/// know (its queued slots would be lost, and Forbid or Allow would run them otherwise). A single entry of
 /// `schedules` becomes `schedule`; the failure policy is not carried (batch/v1 has none).
 fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
     let key = format!("{}/{}", plan.namespace, plan.name);
@@ -820,6 +821,11 @@ fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
             exprs.len()
         ));
     }
+    if migrated.spec.concurrency_policy == crate::api::ConcurrencyPolicy::Enqueue {
+        return Err(format!(
+            "{gone} has concurrencyPolicy Enqueue, which batch/v1 does not know: set Forbid, Allow or Replace first (its queued slots are dropped then)"
+        ));
+    }
     if Schedule::parse_each(exprs, &key).is_ok_and(|s| s.uses_hash()) {
         return Err(format!(
             "{gone} uses H in its schedule, which batch/v1 does not know"
@@ -829,6 +835,7 @@ fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
     spec.schedule = exprs.first().cloned();
     spec.schedules = None;
     spec.failure_policy = None;
+    spec.queue = None;
     spec.suspend = Some(true);
     let mut annotations = migrated.metadata.annotations.clone().unwrap_or_default();
     annotations.retain(|key, _| {

@@ -687,7 +687,14 @@ fn revert_refusals() {
     let mut several = migrated(State::Complete, false);
     several.spec.schedule = None;
     several.spec.schedules = Some(vec!["0 9 * * *".into(), "0 17 * * *".into()]);
+    let mut queued = migrated(State::Complete, false);
+    queued.spec.concurrency_policy = crate::api::ConcurrencyPolicy::Enqueue;
     let cases = [
+        (
+            None,
+            Some(&queued),
+            "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj has concurrencyPolicy Enqueue, which batch/v1 does not know: set Forbid, Allow or Replace first (its queued slots are dropped then)",
+        ),
         (
             None,
             Some(&hashed),

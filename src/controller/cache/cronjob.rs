@@ -12,8 +12,8 @@ use serde::{Deserialize, Deserializer};
 use super::status::Status;
 use crate::api::{
     ConcurrencyPolicy, CronJob, CronJobSpec, CronJobStatus, DEFAULT_FAILED_JOBS_HISTORY_LIMIT,
-    DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, DEFAULT_SUSPEND, FailurePolicy, ScheduleFieldsError,
-    schedule_exprs,
+    DEFAULT_SUCCESSFUL_JOBS_HISTORY_LIMIT, DEFAULT_SUSPEND, FailurePolicy, QueueSpec,
+    ScheduleFieldsError, schedule_exprs,
 };
 
 /// A cached CronJob.
@@ -69,6 +69,9 @@ pub struct Spec {
     /// `spec.concurrencyPolicy`.
     #[serde(default)]
     pub concurrency_policy: ConcurrencyPolicy,
+    /// `spec.queue`.
+    #[serde(default)]
+    pub queue: Option<QueueSpec>,
     /// `spec.suspend`.
     #[serde(default = "suspend")]
     pub suspend: Option<bool>,
@@ -165,6 +168,7 @@ impl CachedCronJob {
                 time_zone: spec.time_zone.clone(),
                 starting_deadline_seconds: spec.starting_deadline_seconds,
                 concurrency_policy: spec.concurrency_policy,
+                queue: spec.queue.clone(),
                 suspend: spec.suspend,
                 job_template: spec.job_template.decode()?,
                 successful_jobs_history_limit: spec.successful_jobs_history_limit,
@@ -194,6 +198,19 @@ impl CachedCronJob {
             .last_schedule_time
             .as_ref()
             .map(|t| t.0)
+    }
+
+    /// The latest slot the status records as run, queued slots left out (see
+    /// [`crate::controller::cronjob::plan::recorded_through`]).
+    pub fn recorded_through(&self) -> Option<jiff::Timestamp> {
+        self.status_fields()
+            .and_then(crate::controller::cronjob::plan::recorded_through)
+    }
+
+    /// Whether the status still queues `slot` or an earlier one.
+    pub fn queues_through(&self, slot: jiff::Timestamp) -> bool {
+        self.status_fields()
+            .is_some_and(|s| s.queued.iter().any(|q| q.0 <= slot))
     }
 
     /// Replace the status (kept compact; the name and namespace must be set first).

@@ -51,8 +51,12 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         suspend,
         actions,
         status,
+        dropped,
         ..
     } = plan;
+    for why in dropped {
+        ctx.metrics.queue_dropped(why).inc();
+    }
     let on = cj.object_ref(&());
     let mut applied = Applied {
         status,
@@ -236,11 +240,17 @@ async fn create(
 ) -> Result<(), Error> {
     let name = run.job.metadata.name.clone().unwrap_or_default();
     let slot = run.slot;
+    let queued = run.queued;
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
     let key = ObjectRef::new(cj.metadata.name.as_deref().unwrap_or_default()).within(namespace);
     let record = |status: &mut CronJobStatus, job: &SlimJob| {
         // Before anything can go wrong with the status write: the slot ran.
         ctx.status.ran(&key, cj.metadata.uid.as_deref(), slot);
+        if queued {
+            ctx.status.dequeued(&key, cj.metadata.uid.as_deref(), slot);
+            let rest = status.queued.iter().filter(|q| q.0 != slot).cloned();
+            status.set_queued(rest.collect());
+        }
         let job = &job.0;
         if !status
             .active
@@ -249,7 +259,14 @@ async fn create(
         {
             status.push_active(job_ref(job));
         }
-        status.last_schedule_time = Some(Time(slot));
+        // A queued slot is older than the slot that queued it: never backwards.
+        if status
+            .last_schedule_time
+            .as_ref()
+            .is_none_or(|t| t.0 < slot)
+        {
+            status.last_schedule_time = Some(Time(slot));
+        }
     };
     // Its watch event may come before the answer: it must not reconcile this CronJob again.
     let _expected = ctx.index.expect_create(namespace, &name);
@@ -261,8 +278,11 @@ async fn create(
     {
         Ok(created) => {
             // Measured here, when the API server has answered: the Job's creationTimestamp has
-            // whole seconds only, too coarse for the histogram's sub-second buckets.
-            observe_skew(ctx, slot);
+            // whole seconds only, too coarse for the histogram's sub-second buckets. A queued
+            // slot waited on purpose: its wait is no skew.
+            if !queued {
+                observe_skew(ctx, slot);
+            }
             ctx.metrics.jobs_created.inc();
             record(status, &created);
             ctx.index.remember(&created);

@@ -41,6 +41,16 @@ pub const DELETED_HISTORY: &str = "history";
 /// The `reason` of a Replace delete.
 pub const DELETED_REPLACE: &str = "replace";
 
+/// Label set of the queue-drop counter.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct QueueDropLabels {
+    /// `full`, `missed` (startingDeadlineSeconds passed in the queue) or `cleared` (the policy
+    /// is no longer Enqueue).
+    pub reason: &'static str,
+    /// `DropOldest` or `DropNewest` for `full`, else empty.
+    pub policy: &'static str,
+}
+
 /// Metrics of the CronJob reconciler. Cheap to clone (shared handles).
 #[derive(Clone, Debug)]
 pub struct ReconcilerMetrics {
@@ -64,6 +74,8 @@ pub struct ReconcilerMetrics {
     pub jobs_deleted: Family<DeleteLabels, Counter>,
     /// CronJobs the failure policy suspended.
     pub suspended_after_failures: Counter,
+    /// Queued slots dropped (Enqueue), by reason and `whenFull`.
+    pub queue_dropped: Family<QueueDropLabels, Counter>,
     /// The per-CronJob series, read from the controller's cache at scrape time.
     pub cronjobs: super::series::CronJobSeries,
 }
@@ -82,11 +94,24 @@ impl ReconcilerMetrics {
             jobs_created: Counter::default(),
             jobs_deleted: Family::default(),
             suspended_after_failures: Counter::default(),
+            queue_dropped: Family::default(),
             cronjobs: super::series::CronJobSeries::default(),
         };
         // Zeros from the start, so rates exist before the first delete.
         for reason in [DELETED_HISTORY, DELETED_REPLACE] {
             drop(m.jobs_deleted.get_or_create(&DeleteLabels { reason }));
+        }
+        {
+            use super::plan::queue::Dropped;
+            use crate::api::WhenFull;
+            for why in [
+                Dropped::Full(WhenFull::DropOldest),
+                Dropped::Full(WhenFull::DropNewest),
+                Dropped::Missed,
+                Dropped::Cleared,
+            ] {
+                drop(m.queue_dropped(why));
+            }
         }
         for result in crate::job::Verdict::LABELS {
             drop(m.template_dry_runs.get_or_create(&ResultLabels { result }));
@@ -144,6 +169,11 @@ impl ReconcilerMetrics {
             "CronJobs the controller suspended because their scheduled Jobs failed in a row (spec.failurePolicy)",
             m.suspended_after_failures.clone(),
         );
+        registry.register(
+            "kronjob_queue_dropped",
+            "Queued slots dropped (concurrencyPolicy Enqueue), by reason (full, missed, cleared) and policy (whenFull of a full queue)",
+            m.queue_dropped.clone(),
+        );
         registry.register_collector(Box::new(m.cronjobs.clone()));
         m
     }
@@ -153,6 +183,16 @@ impl ReconcilerMetrics {
         self.template_dry_runs
             .get_or_create(&ResultLabels { result })
             .inc();
+    }
+
+    /// The counter of queued slots dropped for `why`.
+    pub fn queue_dropped(&self, why: super::plan::queue::Dropped) -> Counter {
+        self.queue_dropped
+            .get_or_create(&QueueDropLabels {
+                reason: why.reason(),
+                policy: why.policy(),
+            })
+            .clone()
     }
 
     /// The counter of Jobs deleted for `reason` ([`DELETED_HISTORY`] or [`DELETED_REPLACE`]).
@@ -191,6 +231,16 @@ mod tests {
                 "{category} exported from the start:\n{out}"
             );
         }
+        m.queue_dropped(crate::controller::cronjob::plan::queue::Dropped::Full(
+            crate::api::WhenFull::DropOldest,
+        ))
+        .inc();
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry).expect("encode");
+        assert!(
+            out.contains("kronjob_queue_dropped_total{reason=\"full\",policy=\"DropOldest\"} 1"),
+            "{out}"
+        );
         assert!(out.contains("# TYPE kronjob_cronjob_next_schedule_time_seconds gauge"));
     }
 }

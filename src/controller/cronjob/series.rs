@@ -33,7 +33,7 @@ struct Gauge {
 }
 
 /// Every per-CronJob gauge, in exposition order.
-const GAUGES: [Gauge; 10] = [
+const GAUGES: [Gauge; 12] = [
     Gauge {
         name: "kronjob_cronjob_next_schedule_time_seconds",
         help: "status.nextScheduleTime, Unix seconds (absent while suspended or invalid)",
@@ -73,6 +73,21 @@ const GAUGES: [Gauge; 10] = [
         name: "kronjob_cronjob_active_jobs",
         help: "status.activeCount: Jobs of the CronJob still running",
         value: |cj, _| Some(cj.status_fields().map_or(0, |s| i64::from(s.active_count))),
+    },
+    Gauge {
+        name: "kronjob_cronjob_queued",
+        help: "status.queuedCount: slots waiting in the queue (concurrencyPolicy Enqueue)",
+        value: |cj, _| Some(cj.status_fields().map_or(0, |s| i64::from(s.queued_count))),
+    },
+    Gauge {
+        name: "kronjob_cronjob_queue_limit",
+        help: "spec.queue.maxQueued with its default (only for concurrencyPolicy Enqueue)",
+        value: |cj, _| {
+            (cj.spec.concurrency_policy == crate::api::ConcurrencyPolicy::Enqueue).then(|| {
+                let limit = cj.spec.queue.clone().unwrap_or_default().limit();
+                i64::try_from(limit).unwrap_or(i64::MAX)
+            })
+        },
     },
     Gauge {
         name: "kronjob_cronjob_suspended",
@@ -437,6 +452,12 @@ kronjob_cronjob_period_seconds{namespace=\"b\",cronjob=\"hourly\"} 3600
 # TYPE kronjob_cronjob_active_jobs gauge
 kronjob_cronjob_active_jobs{namespace=\"a\",cronjob=\"nightly\"} 0
 kronjob_cronjob_active_jobs{namespace=\"b\",cronjob=\"hourly\"} 2
+# HELP kronjob_cronjob_queued status.queuedCount: slots waiting in the queue (concurrencyPolicy Enqueue)
+# TYPE kronjob_cronjob_queued gauge
+kronjob_cronjob_queued{namespace=\"a\",cronjob=\"nightly\"} 0
+kronjob_cronjob_queued{namespace=\"b\",cronjob=\"hourly\"} 0
+# HELP kronjob_cronjob_queue_limit spec.queue.maxQueued with its default (only for concurrencyPolicy Enqueue)
+# TYPE kronjob_cronjob_queue_limit gauge
 # HELP kronjob_cronjob_suspended 1 if spec.suspend is true, else 0
 # TYPE kronjob_cronjob_suspended gauge
 kronjob_cronjob_suspended{namespace=\"a\",cronjob=\"nightly\"} 1

@@ -78,7 +78,7 @@ pub fn ready_of(status: &CronJobStatus) -> Option<(&str, &str)> {
 
 /// Every field of `status`, as the merge patch must name them: an absent field is `null`, which
 /// removes it (an empty `active` list is removed, as upstream omits it).
-pub const STATUS_FIELDS: [&str; 10] = [
+pub const STATUS_FIELDS: [&str; 12] = [
     "active",
     "activeCount",
     "lastScheduleTime",
@@ -88,6 +88,8 @@ pub const STATUS_FIELDS: [&str; 10] = [
     "observedGeneration",
     "schedule",
     "consecutiveFailures",
+    "queued",
+    "queuedCount",
     "conditions",
 ];
 
@@ -144,6 +146,8 @@ impl Serialize for Nulled<'_> {
             observed_generation,
             schedule,
             consecutive_failures,
+            queued,
+            queued_count,
             conditions,
         } = self.0;
         let [
@@ -156,6 +160,8 @@ impl Serialize for Nulled<'_> {
             f_observed,
             f_schedule,
             f_failures,
+            f_queued,
+            f_queued_count,
             f_conditions,
         ] = STATUS_FIELDS;
         let mut map = s.serialize_map(Some(STATUS_FIELDS.len()))?;
@@ -170,6 +176,11 @@ impl Serialize for Nulled<'_> {
         map.serialize_entry(
             f_failures,
             &(*consecutive_failures != 0).then_some(consecutive_failures),
+        )?;
+        map.serialize_entry(f_queued, &(!queued.is_empty()).then_some(queued))?;
+        map.serialize_entry(
+            f_queued_count,
+            &(*queued_count != 0).then_some(queued_count),
         )?;
         map.serialize_entry(f_conditions, conditions)?;
         map.end()
@@ -194,6 +205,8 @@ mod tests {
             observed_generation: Some(4),
             schedule: Some("0 * * * *".into()),
             consecutive_failures: 2,
+            queued: vec![Time(t("2024-01-01T00:00:30Z"))],
+            queued_count: 1,
             conditions: vec![Condition {
                 type_: CONDITION_READY.into(),
                 status: "True".into(),
@@ -237,7 +250,7 @@ mod tests {
             let text = serde_json::to_string(&StatusPatch::new(&status, rv)).expect("encodes");
             let patch: serde_json::Value = serde_json::from_str(&text).expect("JSON");
             assert_eq!(patch, by_definition(&status, rv));
-            assert_eq!(patch["status"].as_object().map(|m| m.len()), Some(10));
+            assert_eq!(patch["status"].as_object().map(|m| m.len()), Some(12));
         }
     }
 

@@ -179,6 +179,9 @@ enum Lane {
 struct State {
     known: HashMap<Key, Known>,
     ran: HashMap<Key, Ran>,
+    /// The latest queued slot this process started, per CronJob, until a stored status no
+    /// longer queues it.
+    dequeued: HashMap<Key, Ran>,
     /// Boxed: at a slot every CronJob has one, and the map's spare slots stay small.
     pending: HashMap<Key, Box<Pending>>,
     writing: HashMap<Key, Box<Pending>>,
@@ -195,6 +198,19 @@ impl State {
             && (ran.uid.as_deref() != uid || stored.is_some_and(|s| s >= ran.slot))
         {
             self.ran.remove(key);
+        }
+    }
+
+    /// Forget the queued slot started for `key` once the stored CronJob (`stored`) no longer
+    /// queues it (and is of after its queueing: its `lastScheduleTime` is at least the slot),
+    /// or is another one of the same name.
+    fn settle_dequeued(&mut self, key: &Key, stored: &CachedCronJob) {
+        if let Some(d) = self.dequeued.get(key)
+            && (d.uid.as_deref() != stored.metadata.uid.as_deref()
+                || (!stored.queues_through(d.slot)
+                    && stored.last_schedule_time().is_some_and(|l| l >= d.slot)))
+        {
+            self.dequeued.remove(key);
         }
     }
 
@@ -310,9 +326,11 @@ impl StatusWriter {
         let stored = state.stored(&key, cached);
         let stored_last = stored.last_schedule_time();
         state.settle(&key, stored.metadata.uid.as_deref(), stored_last);
+        state.settle_dequeued(&key, &stored);
         let records = Records {
             ran: state.ran.get(&key).map(|r| r.slot),
-            stored: stored_last,
+            stored: stored.recorded_through(),
+            dequeued: state.dequeued.get(&key).map(|r| r.slot),
         };
         let mut view = stored;
         let unwritten = state.pending.get(&key).or_else(|| state.writing.get(&key));
@@ -329,11 +347,26 @@ impl StatusWriter {
         }
     }
 
-    /// `status.lastScheduleTime` of `cached` as the API server stores it: the cache's, unless
-    /// what we wrote (or read after a conflict) is newer.
+    /// The latest slot the status of `cached` records as run, as the API server stores it
+    /// (`status.lastScheduleTime`, queued slots left out: [`CachedCronJob::recorded_through`]):
+    /// the cache's, unless what we wrote (or read after a conflict) is newer.
     pub fn stored_last_schedule(&self, cached: Arc<CachedCronJob>) -> Option<Timestamp> {
         let key = ObjectRef::from_obj(cached.as_ref());
-        self.state().stored(&key, cached).last_schedule_time()
+        self.state().stored(&key, cached).recorded_through()
+    }
+
+    /// This process started the queued `slot` of the CronJob `key` (UID `uid`): its Job was
+    /// created, or found. Remembered until a stored status no longer queues it.
+    pub fn dequeued(&self, key: &Key, uid: Option<&str>, slot: Timestamp) {
+        let mut state = self.state();
+        let later = state
+            .dequeued
+            .get(key)
+            .is_none_or(|r| r.uid.as_deref() != uid || r.slot < slot);
+        if later {
+            let uid = uid.map(String::from);
+            state.dequeued.insert(bare(key), Ran { uid, slot });
+        }
     }
 
     /// This process ran `slot` of the CronJob `key` (UID `uid`): its Job was created, or
@@ -364,6 +397,9 @@ impl StatusWriter {
         let mut state = self.state();
         if !state.ran.is_empty() {
             state.settle(&key, cj.metadata.uid.as_deref(), cj.last_schedule_time());
+        }
+        if !state.dequeued.is_empty() {
+            state.settle_dequeued(&key, cj);
         }
         let Some(known) = state.known.get(&key) else {
             return;
@@ -429,6 +465,7 @@ impl StatusWriter {
         });
         state.pending.retain(|k, _| cached(k).is_some());
         state.ran.retain(|k, _| cached(k).is_some());
+        state.dequeued.retain(|k, _| cached(k).is_some());
     }
 
     fn next(&self) -> Option<(Key, Pending)> {
@@ -582,6 +619,7 @@ impl StatusWriter {
         state.pending.remove(key);
         state.known.remove(key);
         state.ran.remove(key);
+        state.dequeued.remove(key);
     }
 }
 
@@ -646,6 +684,44 @@ mod tests {
             .await
             .expect("the writers stop")
             .expect("no panic");
+    }
+
+    /// A cached CronJob at `rv` whose status records `last` and queues `queued`.
+    fn cached(rv: &str, last: &str, queued: &[&str]) -> Arc<CachedCronJob> {
+        let cronjob = serde_json::json!({
+            "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+            "metadata": {"name": "cj", "namespace": "ns", "uid": "uid", "resourceVersion": rv},
+            "spec": {"schedule": "* * * * *", "concurrencyPolicy": "Enqueue", "jobTemplate": {}},
+            "status": {"lastScheduleTime": last, "queued": queued},
+        });
+        Arc::new(serde_json::from_str(&cronjob.to_string()).expect("a CronJob"))
+    }
+
+    #[tokio::test]
+    async fn a_dequeued_slot_is_remembered_until_a_stored_status_no_longer_queues_it() {
+        let (service, _api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let writer = StatusWriter::new(Client::new(service, "default"), Gate::new(), reconcile);
+        let key = ObjectRef::new("cj").within("ns");
+        let t = |s: &str| s.parse::<Timestamp>().expect("time");
+        const S1: &str = "2024-01-01T10:01:00Z";
+        const S2: &str = "2024-01-01T10:02:00Z";
+        let queued = cached("5", S2, &[S1, S2]);
+        // Nothing dequeued: the queue's oldest slot bounds what the status records.
+        let view = writer.view(queued.clone());
+        assert_eq!(view.records.dequeued, None);
+        assert!(view.records.stored < Some(t(S1)));
+        writer.dequeued(&key, Some("uid"), t(S1));
+        assert_eq!(writer.view(queued.clone()).records.dequeued, Some(t(S1)));
+        // A version from before the slot was queued does not settle it.
+        writer.observed(&cached("4", "2024-01-01T10:00:00Z", &[]));
+        assert_eq!(writer.view(queued.clone()).records.dequeued, Some(t(S1)));
+        // A stored status without it does.
+        let stored = cached("6", S2, &[S2]);
+        writer.observed(&stored);
+        let view = writer.view(stored);
+        assert_eq!(view.records.dequeued, None);
+        assert!(view.records.stored >= Some(t(S1)) && view.records.stored < Some(t(S2)));
     }
 
     #[tokio::test]

@@ -815,6 +815,7 @@ fn cronjob(name: &str, args: &SkewArgs, run_id: &str, history: i32) -> CronJob {
             time_zone: args.time_zone.clone(),
             starting_deadline_seconds: None,
             concurrency_policy: Default::default(),
+            queue: None,
             suspend: Some(false),
             job_template,
             successful_jobs_history_limit: Some(history),

@@ -6,6 +6,7 @@
 //!    [`failures`]: scheduled Jobs that failed in a row, and the failure policy's suspension;
 //! 3. [`scheduling`]: the time zone, the schedules, suspension, the due slot and the
 //!    concurrency policy;
+//!    [`queue`]: the Enqueue policy's queue of slots waiting for the running Job;
 //! 4. [`manual`]: a run asked for with `kubectl kronjob trigger`;
 //!
 //! and [`template`], what the status records of the Job template's check (a refusal by the
@@ -16,6 +17,7 @@ pub mod active;
 pub mod failures;
 pub mod history;
 pub mod manual;
+pub mod queue;
 pub mod scheduling;
 pub mod template;
 
@@ -65,6 +67,10 @@ pub mod events {
     pub const INVALID_JOB_TEMPLATE: &str = "InvalidJobTemplate";
     /// The failure policy suspended the CronJob (Warning).
     pub const SUSPENDED_AFTER_FAILURES: &str = "SuspendedAfterFailures";
+    /// Enqueue: a slot fell due with the queue full, one was dropped (Warning).
+    pub const QUEUE_FULL: &str = "QueueFull";
+    /// The policy is no longer Enqueue: the queued slots were dropped (Warning).
+    pub const QUEUE_CLEARED: &str = "QueueCleared";
 }
 
 /// What the controller knows of a CronJob's slots beyond the copy it plans from.
@@ -77,7 +83,12 @@ pub struct Records {
     /// `status.lastScheduleTime` as the API server stores it, without the statuses this
     /// process has yet to write. A scheduled Job whose slot is later is the only durable record
     /// that its slot ran: it is not deleted until a status carries the slot.
+    /// A queued slot still in that status (see [`recorded_through`]) has not run yet.
     pub stored: Option<Timestamp>,
+    /// The latest queued slot this process started (created its Job, or found it), whether or
+    /// not a status without it in `status.queued` has been written: a stale read never starts
+    /// it again.
+    pub dequeued: Option<Timestamp>,
 }
 
 impl Records {
@@ -85,9 +96,23 @@ impl Records {
     pub fn of(cj: &CronJob) -> Self {
         Self {
             ran: None,
-            stored: last_schedule_time(cj),
+            stored: cj.status.as_ref().and_then(recorded_through),
+            dequeued: None,
         }
     }
+}
+
+/// The latest slot `status` records as run, for deciding whether a scheduled Job is the only
+/// record of its slot ([`job::slot_recorded`]): `lastScheduleTime`, but just before the oldest
+/// queued slot (a queued slot is older than `lastScheduleTime` and has not run: the Job of a
+/// slot that started from the queue is its only record until a status without it is stored).
+pub fn recorded_through(status: &CronJobStatus) -> Option<Timestamp> {
+    let last = status.last_schedule_time.as_ref()?.0;
+    let oldest = status.queued.iter().map(|t| t.0).min();
+    Some(match oldest {
+        Some(q) if q <= last => last.min(q - jiff::SignedDuration::from_nanos(1)),
+        _ => last,
+    })
 }
 
 /// `status.lastScheduleTime` of `cj`.
@@ -151,11 +176,13 @@ pub(crate) fn event(type_: EventType, reason: &'static str, note: String) -> Act
     }
 }
 
-/// The due slot's run: urgent, done before anything else.
+/// The due slot's run (or the oldest queued slot's): urgent, done before anything else.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Run {
     /// The scheduled time.
     pub slot: Timestamp,
+    /// The slot waited in `status.queued`: its Job leaves the queue once created.
+    pub queued: bool,
     /// Running Jobs to delete first (Replace), as listed in `status.active`.
     pub replace: Vec<ObjectReference>,
     /// The Job to create.
@@ -180,6 +207,8 @@ pub struct Plan {
     pub status: CronJobStatus,
     /// When to look again; `None` waits for a change (suspended, invalid spec, never fires).
     pub requeue_after: Option<Duration>,
+    /// Queued slots dropped (full, missed, cleared), for the metric.
+    pub dropped: Vec<queue::Dropped>,
 }
 
 impl Plan {
@@ -292,11 +321,13 @@ pub fn plan_checked(
     }
     let suspend = failures::suspension(cj, &tally);
 
+    let waiting = queue::waiting(cj, &owned, records.dequeued);
     let seen = scheduling::Seen {
         cj,
         last_scheduled,
         owned: &owned,
         active: &active,
+        queue_waiting: !waiting.is_empty(),
         invalid_template,
         suspended: (cj.spec.is_suspended() || suspend.is_some())
             .then(|| failures::suspended(cj, &tally, &owned)),
@@ -309,25 +340,57 @@ pub fn plan_checked(
                 .map_or(HELD_RECHECK, |d| d.min(HELD_RECHECK)),
         );
     }
+    let ready = decided.readiness.ready;
     actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
     status.next_schedule_time = decided.next.map(Time);
     actions.extend(decided.events);
     let mut run = None;
+    let mut enqueue = None;
     if let Some(due) = decided.due {
         match due.run {
             scheduling::Run::AlreadyCreated => {
                 status.last_schedule_time = Some(Time(due.slot));
             }
             scheduling::Run::Skip => {}
+            scheduling::Run::Enqueue => {
+                status.last_schedule_time = Some(Time(due.slot));
+                enqueue = Some(due.slot);
+            }
             scheduling::Run::Create { job, replace } => {
                 run = Some(Run {
                     slot: due.slot,
+                    queued: false,
                     replace,
                     job,
                 });
             }
         }
     }
+    let tz = scheduling::inputs(cj).map(|(_, tz)| tz).ok();
+    let queued = queue::step(
+        queue::Input {
+            cj,
+            waiting,
+            enqueue,
+            active: !active.is_empty(),
+            schedules: ready && run.is_none(),
+            tz: tz.as_ref().unwrap_or(&jiff::tz::TimeZone::UTC),
+        },
+        now,
+    );
+    actions.extend(queued.events);
+    status.set_queued(queued.queued.iter().map(|s| Time(*s)).collect());
+    if let (Some(slot), Some(tz)) = (queued.start, tz.as_ref())
+        && let Some(job) = job::for_slot(cj, slot, tz, cfg.default_job_ttl)
+    {
+        run = Some(Run {
+            slot,
+            queued: true,
+            replace: Vec::new(),
+            job: Box::new(job),
+        });
+    }
+    let dropped = queued.dropped.iter().map(|(_, why)| *why).collect();
     let (manual, warning) = manual::requested(cj, &owned, cfg);
     actions.extend(warning);
     status.set_active(active);
@@ -341,6 +404,7 @@ pub fn plan_checked(
         actions,
         status,
         requeue_after: decided.requeue_after,
+        dropped,
     }
 }
 

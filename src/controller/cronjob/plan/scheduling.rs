@@ -59,6 +59,8 @@ pub enum Run {
     AlreadyCreated,
     /// Forbid, with a Job still running: skip it (it stays due until it runs or expires).
     Skip,
+    /// Enqueue, with a Job still running or slots waiting: queue it (see [`super::queue`]).
+    Enqueue,
     /// Create its Job, after deleting the running ones (Replace).
     Create {
         /// The Job to create.
@@ -217,6 +219,8 @@ pub struct Seen<'a> {
     pub owned: &'a [&'a Job],
     /// Its running Jobs (the reconciled `status.active`).
     pub active: &'a [ObjectReference],
+    /// Whether queued slots wait (Enqueue): a due slot queues behind them.
+    pub queue_waiting: bool,
     /// Why the API server refuses the Job the template makes, if it does: no slot runs.
     pub invalid_template: Option<&'a str>,
     /// The `Ready` condition of the CronJob if it is suspended, by `spec.suspend` or by the
@@ -357,6 +361,9 @@ impl Seen<'_> {
                     "Not starting job because prior execution is running and concurrency policy is Forbid".into(),
                 ));
                 return (Some(Run::Skip), raised);
+            }
+            ConcurrencyPolicy::Enqueue if !self.active.is_empty() || self.queue_waiting => {
+                return (Some(Run::Enqueue), raised);
             }
             ConcurrencyPolicy::Replace => self.active.to_vec(),
             _ => Vec::new(),

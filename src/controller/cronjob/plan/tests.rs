@@ -880,3 +880,220 @@ fn a_failed_job_of_a_slot_created_before_a_lost_status_write_counts_once() {
     assert_eq!(p2.status.consecutive_failures, 1);
     assert_eq!(p2.suspend, None);
 }
+
+/// The Enqueue policy through [`plan_recorded`]: what the queue step decides reaches the status,
+/// the run and the history.
+mod enqueue {
+    use super::*;
+    use crate::api::ConcurrencyPolicy;
+    use crate::testing::fixtures::CronJobFixture;
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
+
+    const EVERY_MINUTE: &str = "* * * * *";
+
+    /// A Job of the fixture CronJob for `slot`, running (or as `edit` leaves it).
+    fn slot_job(cj: &CronJob, slot: &str) -> Job {
+        let mut job = crate::job::for_slot(cj, t(slot), &TimeZone::UTC, None).expect("job");
+        job.metadata.uid = Some(format!("{slot}-uid"));
+        job.metadata.namespace = cj.metadata.namespace.clone();
+        job
+    }
+
+    fn enqueue_cj(last: &str, queued: &[&str], running: &[&Job]) -> CronJob {
+        let mut cj = cronjob(EVERY_MINUTE)
+            .policy(ConcurrencyPolicy::Enqueue)
+            .last_scheduled(last)
+            .running(running);
+        if let Some(s) = cj.status.as_mut() {
+            s.set_queued(queued.iter().map(|q| Time(t(q))).collect());
+        }
+        cj
+    }
+
+    fn queued(p: &Plan) -> Vec<Timestamp> {
+        p.status.queued.iter().map(|q| q.0).collect()
+    }
+
+    #[test]
+    fn a_slot_due_while_a_job_runs_is_queued_and_recorded() {
+        let base = cronjob(EVERY_MINUTE);
+        let running = slot_job(&base, "2016-05-19T10:00:00Z");
+        let cj = enqueue_cj("2016-05-19T10:00:00Z", &[], &[&running]);
+        let jobs = [Arc::new(running)];
+        let p = plan(
+            &cj,
+            &jobs,
+            t("2016-05-19T10:01:05Z"),
+            &PlanConfig::default(),
+        );
+        assert_eq!(p.creates().count(), 0);
+        assert_eq!(queued(&p), vec![t("2016-05-19T10:01:00Z")]);
+        assert_eq!(p.status.queued_count, 1);
+        assert_eq!(
+            p.status.last_schedule_time,
+            Some(Time(t("2016-05-19T10:01:00Z")))
+        );
+        // Forbid skips the same slot.
+        let forbid = cj.clone().policy(ConcurrencyPolicy::Forbid);
+        let p = plan(
+            &forbid,
+            &jobs,
+            t("2016-05-19T10:01:05Z"),
+            &PlanConfig::default(),
+        );
+        assert!(queued(&p).is_empty());
+        assert!(p.events().any(|(_, r)| r == events::JOB_ALREADY_ACTIVE));
+    }
+
+    #[test]
+    fn when_the_job_finishes_the_oldest_queued_slot_starts_as_its_own_slot() {
+        let base = cronjob(EVERY_MINUTE);
+        let done = finish(
+            slot_job(&base, "2016-05-19T10:00:00Z"),
+            "Complete",
+            Some(t("2016-05-19T10:00:01Z")),
+            t("2016-05-19T10:02:30Z"),
+        );
+        let cj = enqueue_cj(
+            "2016-05-19T10:02:00Z",
+            &["2016-05-19T10:01:00Z", "2016-05-19T10:02:00Z"],
+            &[&done],
+        );
+        let p = plan(
+            &cj,
+            &[Arc::new(done)],
+            t("2016-05-19T10:02:31Z"),
+            &PlanConfig::default(),
+        );
+        let run = p.run.as_ref().expect("a run");
+        assert!(run.queued);
+        assert_eq!(run.slot, t("2016-05-19T10:01:00Z"));
+        assert_eq!(run.job.metadata.name.as_deref(), Some("cj-24394201"));
+        let ann = run.job.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(ann[ANNOTATION_SCHEDULED_AT], "2016-05-19T10:01:00Z");
+        // It leaves the queue only once created (apply), and lastScheduleTime stays put.
+        assert_eq!(queued(&p).len(), 2);
+        assert_eq!(
+            p.status.last_schedule_time,
+            Some(Time(t("2016-05-19T10:02:00Z")))
+        );
+    }
+
+    #[test]
+    fn a_started_queued_slot_never_starts_again() {
+        let base = cronjob(EVERY_MINUTE);
+        // 10:01 started from the queue and finished; a stale status still queues it.
+        let started = finish(
+            slot_job(&base, "2016-05-19T10:01:00Z"),
+            "Complete",
+            None,
+            t("2016-05-19T10:02:40Z"),
+        );
+        let cj = enqueue_cj(
+            "2016-05-19T10:02:00Z",
+            &["2016-05-19T10:01:00Z", "2016-05-19T10:02:00Z"],
+            &[],
+        );
+        let now = t("2016-05-19T10:02:45Z");
+        let p = plan(&cj, &[Arc::new(started)], now, &PlanConfig::default());
+        assert_eq!(p.scheduled(), Some(t("2016-05-19T10:02:00Z")));
+        // Its Job gone too, this process remembers it started it.
+        let records = Records {
+            dequeued: Some(t("2016-05-19T10:01:00Z")),
+            ..Records::of(&cj)
+        };
+        let p = plan_recorded(&cj, &[], records, now, &PlanConfig::default());
+        assert_eq!(p.scheduled(), Some(t("2016-05-19T10:02:00Z")));
+    }
+
+    #[test]
+    fn the_job_of_a_queued_slot_is_kept_until_a_stored_status_no_longer_queues_it() {
+        let base = cronjob(EVERY_MINUTE);
+        let done = finish(
+            slot_job(&base, "2016-05-19T10:01:00Z"),
+            "Complete",
+            Some(t("2016-05-19T10:02:31Z")),
+            t("2016-05-19T10:02:50Z"),
+        );
+        let mut cj = enqueue_cj("2016-05-19T10:02:00Z", &["2016-05-19T10:01:00Z"], &[]);
+        cj.spec.successful_jobs_history_limit = Some(0);
+        let jobs = [Arc::new(done)];
+        let now = t("2016-05-19T10:02:55Z");
+        let p = plan(&cj, &jobs, now, &PlanConfig::default());
+        assert_eq!(
+            p.deletes().count(),
+            0,
+            "held: the stored status queues its slot"
+        );
+        assert_eq!(p.requeue_after, Some(HELD_RECHECK));
+        let stored = enqueue_cj("2016-05-19T10:02:00Z", &[], &[]);
+        let records = Records::of(&stored);
+        let p = plan_recorded(&cj, &jobs, records, now, &PlanConfig::default());
+        assert_eq!(p.deletes().count(), 1);
+        assert_eq!(
+            recorded_through(stored.status.as_ref().expect("status")),
+            Some(t("2016-05-19T10:02:00Z"))
+        );
+        assert_eq!(
+            recorded_through(cj.status.as_ref().expect("status")),
+            Some(t("2016-05-19T10:00:59.999999999Z"))
+        );
+    }
+
+    #[test]
+    fn suspend_keeps_the_queue_and_resume_starts_it() {
+        let cj = enqueue_cj("2016-05-19T10:02:00Z", &["2016-05-19T10:01:00Z"], &[]);
+        let now = t("2016-05-19T10:02:30Z");
+        let p = plan(&cj.clone().suspended(), &[], now, &PlanConfig::default());
+        assert!(p.run.is_none());
+        assert_eq!(queued(&p), vec![t("2016-05-19T10:01:00Z")]);
+        let p = plan(&cj, &[], now, &PlanConfig::default());
+        assert_eq!(p.scheduled(), Some(t("2016-05-19T10:01:00Z")));
+    }
+
+    #[test]
+    fn another_policy_clears_the_queue_with_an_event_and_a_manual_run_is_not_queued() {
+        let cj = enqueue_cj("2016-05-19T10:02:00Z", &["2016-05-19T10:01:00Z"], &[])
+            .policy(ConcurrencyPolicy::Forbid);
+        let p = plan(&cj, &[], t("2016-05-19T10:02:30Z"), &PlanConfig::default());
+        assert!(queued(&p).is_empty());
+        assert_eq!(p.status.queued_count, 0);
+        assert!(p.events().any(|(_, r)| r == events::QUEUE_CLEARED));
+        assert_eq!(p.dropped, vec![queue::Dropped::Cleared]);
+        assert!(p.run.is_none());
+    }
+
+    #[test]
+    fn a_suspended_job_counts_as_active() {
+        let base = cronjob(EVERY_MINUTE);
+        // As Kueue leaves a Job it has not admitted: suspend true, condition Suspended.
+        let mut waiting = slot_job(&base, "2016-05-19T10:00:00Z");
+        if let Some(spec) = waiting.spec.as_mut() {
+            spec.suspend = Some(true);
+        }
+        waiting.status = Some(JobStatus {
+            conditions: Some(vec![JobCondition {
+                type_: "Suspended".into(),
+                status: "True".into(),
+                ..Default::default()
+            }]),
+            ..Default::default()
+        });
+        let jobs = [Arc::new(waiting.clone())];
+        let now = t("2016-05-19T10:01:05Z");
+        for (policy, want_run, want_queued) in [
+            (ConcurrencyPolicy::Forbid, false, 0),
+            (ConcurrencyPolicy::Enqueue, false, 1),
+            (ConcurrencyPolicy::Replace, true, 0),
+        ] {
+            let cj = enqueue_cj("2016-05-19T10:00:00Z", &[], &[&waiting]).policy(policy);
+            let p = plan(&cj, &jobs, now, &PlanConfig::default());
+            assert_eq!(p.status.active_count, 1, "{policy:?}");
+            assert_eq!(p.run.is_some(), want_run, "{policy:?}");
+            assert_eq!(queued(&p).len(), want_queued, "{policy:?}");
+            if let Some(run) = &p.run {
+                assert_eq!(run.replace.len(), 1, "Replace deletes the suspended Job");
+            }
+        }
+    }
+}

@@ -147,6 +147,7 @@ async fn controller_v2_sync_cronjob_against_the_api() {
             ConcurrencyPolicy::Allow => "this started but went missing, not past deadline, A",
             ConcurrencyPolicy::Forbid => "this started but went missing, not past deadline, f",
             ConcurrencyPolicy::Replace => "this started but went missing, not past deadline, R",
+            ConcurrencyPolicy::Enqueue => "this started but went missing, not past deadline, E",
         },
         cj: {
             let mut cj = ran(policy).running(&[&slot_job]);

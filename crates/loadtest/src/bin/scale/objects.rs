@@ -85,6 +85,7 @@ pub fn kronjob_cronjob(ns: &str, name: String) -> CronJob {
             time_zone: None,
             starting_deadline_seconds: None,
             concurrency_policy: Default::default(),
+            queue: None,
             suspend: None,
             job_template: template(),
             successful_jobs_history_limit: None,
