@@ -344,28 +344,9 @@ pub fn plan_checked(
     actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
     status.next_schedule_time = decided.next.map(Time);
     actions.extend(decided.events);
-    let mut run = None;
-    let mut enqueue = None;
-    if let Some(due) = decided.due {
-        match due.run {
-            scheduling::Run::AlreadyCreated => {
-                status.last_schedule_time = Some(Time(due.slot));
-            }
-            scheduling::Run::Skip => {}
-            scheduling::Run::Enqueue => {
-                status.last_schedule_time = Some(Time(due.slot));
-                enqueue = Some(due.slot);
-            }
-            scheduling::Run::Create { job, replace } => {
-                run = Some(Run {
-                    slot: due.slot,
-                    queued: false,
-                    replace,
-                    job,
-                });
-            }
-        }
-    }
+    let (mut run, enqueue) = decided
+        .due
+        .map_or((None, None), |due| take_due(due, &mut status));
     let tz = scheduling::inputs(cj).map(|(_, tz)| tz).ok();
     let queued = queue::step(
         queue::Input {
@@ -405,6 +386,31 @@ pub fn plan_checked(
         status,
         requeue_after: decided.requeue_after,
         dropped,
+    }
+}
+
+/// What the due slot becomes: the Job to create, or the slot to queue; a slot whose Job
+/// exists already, or that is queued, is recorded in `status` as scheduled.
+fn take_due(due: scheduling::Due, status: &mut CronJobStatus) -> (Option<Run>, Option<Timestamp>) {
+    match due.run {
+        scheduling::Run::AlreadyCreated => {
+            status.last_schedule_time = Some(Time(due.slot));
+            (None, None)
+        }
+        scheduling::Run::Skip => (None, None),
+        scheduling::Run::Enqueue => {
+            status.last_schedule_time = Some(Time(due.slot));
+            (None, Some(due.slot))
+        }
+        scheduling::Run::Create { job, replace } => {
+            let run = Run {
+                slot: due.slot,
+                queued: false,
+                replace,
+                job,
+            };
+            (Some(run), None)
+        }
     }
 }
 
