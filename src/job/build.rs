@@ -67,7 +67,7 @@ fn unowned(
 }
 
 /// The Job for the slot `scheduled`: named by [`scheduled_name`], annotated with the scheduled
-/// time in the CronJob's zone.
+/// time in the CronJob's zone, and so is its Pod template ([`stamp_pods`]).
 pub fn for_slot(
     cj: &CronJob,
     scheduled: Timestamp,
@@ -75,27 +75,40 @@ pub fn for_slot(
     default_ttl: Option<i32>,
 ) -> Option<Job> {
     let name = scheduled_name(cj.metadata.name.as_deref()?, scheduled);
-    from_template(
-        cj,
-        name,
-        (
-            ANNOTATION_SCHEDULED_AT,
-            schedule::scheduled_at(scheduled, tz),
-        ),
-        default_ttl,
-    )
+    let at = schedule::scheduled_at(scheduled, tz);
+    let mut job = from_template(cj, name, (ANNOTATION_SCHEDULED_AT, at.clone()), default_ttl)?;
+    stamp_pods(&mut job, at);
+    Some(job)
 }
 
 /// The Job of the manual run requested at `requested`: named by [`manual_name`], annotated
-/// `instantiate: manual` (as `kubectl create job --from`).
+/// `instantiate: manual` (as `kubectl create job --from`); its Pod template carries the time
+/// the run was asked for ([`stamp_pods`]).
 pub fn manual(cj: &CronJob, requested: Timestamp, default_ttl: Option<i32>) -> Option<Job> {
     let name = manual_name(cj.metadata.name.as_deref()?, requested);
-    from_template(
+    let mut job = from_template(
         cj,
         name,
         (ANNOTATION_INSTANTIATE, "manual".to_string()),
         default_ttl,
-    )
+    )?;
+    stamp_pods(&mut job, requested.to_string());
+    Some(job)
+}
+
+/// Annotate the Job's Pod template with [`ANNOTATION_SCHEDULED_AT`] = `at`, so a container
+/// reads the time its run is for through the downward API
+/// (`metadata.annotations['batch.kronjob.dev/scheduled-at']`). Only the Job's own annotation
+/// says which slot a Job ran: the Pod's is for the workload.
+fn stamp_pods(job: &mut Job, at: String) {
+    if let Some(spec) = job.spec.as_mut() {
+        spec.template
+            .metadata
+            .get_or_insert_with(Default::default)
+            .annotations
+            .get_or_insert_with(Default::default)
+            .insert(ANNOTATION_SCHEDULED_AT.to_string(), at);
+    }
 }
 
 #[cfg(test)]
@@ -133,8 +146,59 @@ mod tests {
         let at = t("2026-11-25T09:40:12Z");
         let job = manual(&cronjob("0 * * * *"), at, None).expect("job");
         assert_eq!(job.metadata.name, Some(manual_name(CJ, at)));
-        let annotations = job.metadata.annotations.expect("annotations");
+        let annotations = job.metadata.annotations.clone().expect("annotations");
         assert_eq!(annotations[ANNOTATION_INSTANTIATE], "manual");
         assert!(!annotations.contains_key(ANNOTATION_SCHEDULED_AT));
+        assert_eq!(
+            pod_annotation(&job),
+            Some("2026-11-25T09:40:12Z"),
+            "the Pod says when the run was asked for"
+        );
+    }
+
+    fn pod_annotation(job: &Job) -> Option<&str> {
+        let template = job.spec.as_ref()?.template.metadata.as_ref()?;
+        template
+            .annotations
+            .as_ref()?
+            .get(ANNOTATION_SCHEDULED_AT)
+            .map(String::as_str)
+    }
+
+    #[test]
+    fn a_slot_jobs_pods_carry_its_scheduled_time_beside_the_templates_annotations() {
+        let mut cj = cronjob("0 * * * *");
+        cj.spec
+            .job_template
+            .spec
+            .get_or_insert_with(Default::default)
+            .template
+            .metadata = Some(ObjectMeta {
+            annotations: Some(BTreeMap::from([("team".to_string(), "a".to_string())])),
+            ..Default::default()
+        });
+        let tz: TimeZone = TimeZone::get("Europe/Berlin").expect("zone");
+        let job = for_slot(&cj, t("2016-05-19T10:00:00Z"), &tz, None).expect("job");
+        let at = "2016-05-19T12:00:00+02:00";
+        assert_eq!(
+            job.metadata.annotations.as_ref().expect("annotations")[ANNOTATION_SCHEDULED_AT],
+            at
+        );
+        assert_eq!(pod_annotation(&job), Some(at));
+        let template = job.spec.expect("spec").template.metadata.expect("metadata");
+        assert_eq!(template.annotations.expect("annotations")["team"], "a");
+        assert!(
+            !cj.spec
+                .job_template
+                .spec
+                .expect("spec")
+                .template
+                .metadata
+                .expect("metadata")
+                .annotations
+                .expect("annotations")
+                .contains_key(ANNOTATION_SCHEDULED_AT),
+            "the CronJob's template is left alone"
+        );
     }
 }

@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-use kronjob::api::{ANNOTATION_TRIGGER, CronJob};
+use k8s_openapi::api::core::v1::Pod;
+use kronjob::api::{ANNOTATION_SCHEDULED_AT, ANNOTATION_TRIGGER, CronJob};
 use kube::ResourceExt;
-use kube::api::PostParams;
+use kube::api::{Api, ListParams, PostParams};
 use serde_json::{Value, json};
 
 use crate::harness::{Ctx, Env, wait_for};
@@ -182,7 +183,13 @@ fn header(text: &str) -> Option<Vec<&str>> {
 pub async fn creates_job_within_65s(ctx: Ctx) {
     let env = Env::new(&ctx).await;
     let _manager = env.manager(&[]);
-    create(&env, every_minute("every-minute", 3)).await;
+    // The container reads its slot's time with the downward API, as the README shows.
+    let mut manifest = every_minute("every-minute", 3);
+    manifest["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["env"] = json!([{
+        "name": "SCHEDULED_AT",
+        "valueFrom": {"fieldRef": {"fieldPath": "metadata.annotations['batch.kronjob.dev/scheduled-at']"}}
+    }]);
+    create(&env, manifest).await;
     let job = wait_for(Duration::from_secs(65), "a Job", || async {
         env.jobs_of("every-minute").await.into_iter().next()
     })
@@ -192,6 +199,23 @@ pub async fn creates_job_within_65s(ctx: Ctx) {
     let owner = &job.metadata.owner_references.as_ref().expect("owner")[0];
     assert_eq!(owner.kind, "CronJob");
     assert_eq!(owner.controller, Some(true));
+    let slot = job.annotations().get(ANNOTATION_SCHEDULED_AT).cloned();
+    assert!(slot.is_some(), "{:?}", job.metadata.annotations);
+    // The Job controller's Pod carries the same time.
+    let pods: Api<Pod> = env.api();
+    let selector = format!("batch.kubernetes.io/job-name={name}");
+    let pod = wait_for(Duration::from_secs(30), "the Job's Pod", || async {
+        let list = pods
+            .list(&ListParams::default().labels(&selector))
+            .await
+            .ok()?;
+        list.items.into_iter().next()
+    })
+    .await;
+    assert_eq!(
+        pod.annotations().get(ANNOTATION_SCHEDULED_AT),
+        slot.as_ref()
+    );
     let cronjobs = env.api::<CronJob>();
     wait_for(Duration::from_secs(15), "status.active", || async {
         let status = cronjobs.get("every-minute").await.ok()?.status?;
@@ -265,6 +289,21 @@ pub async fn trigger_runs_now_with_the_default_ttl(ctx: Ctx) {
     assert!(job_name.len() <= 63, "{job_name}");
     let ttl = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished);
     assert_eq!(ttl, Some(3600), "the manager's --default-job-ttl");
+    let asked = job
+        .spec
+        .as_ref()
+        .and_then(|s| s.template.metadata.as_ref()?.annotations.as_ref())
+        .and_then(|a| {
+            a.get(ANNOTATION_SCHEDULED_AT)?
+                .parse::<jiff::Timestamp>()
+                .ok()
+        })
+        .expect("the Pod template says when the run was asked for");
+    let created = job.metadata.creation_timestamp.as_ref().expect("created").0;
+    assert!(
+        asked <= created && created.duration_since(asked).as_secs() < 30,
+        "asked {asked}, created {created}"
+    );
     let cronjobs = env.api::<CronJob>();
     wait_for(Duration::from_secs(15), "the request removed", || async {
         let cj = cronjobs.get(&name).await.ok()?;
