@@ -12,7 +12,9 @@ use std::time::Duration;
 use kronjob_apisim::{ApiSim, CostModel, Resource};
 use serde_json::Value;
 use support::fixtures::t;
-use support::sim::{TokioClock, cronjob_json, record_calls, run_cronjob_controller, sim_clock};
+use support::sim::{
+    TokioClock, created_jobs, cronjob_json, cronjobs, record_calls, sim_clock, synced_controller,
+};
 
 const NS: &str = "enqueue";
 /// 30 s before the 10:00 slot; 09:59 recorded.
@@ -23,10 +25,6 @@ const J1000: &str = "cj-28401720";
 const J1002: &str = "cj-28401722";
 const J1003: &str = "cj-28401723";
 const J1004: &str = "cj-28401724";
-
-fn cronjobs() -> Resource {
-    Resource::new("batch.kronjob.dev", "v1", "cronjobs", true)
-}
 
 /// `* * * * *`, Enqueue with two slots at most (DropOldest), no history kept.
 fn seed(sim: &ApiSim) {
@@ -41,21 +39,6 @@ fn seed(sim: &ApiSim) {
     cj["spec"]["queue"] = serde_json::json!({"maxQueued": 2});
     cj["spec"]["successfulJobsHistoryLimit"] = 0.into();
     sim.insert(cj);
-}
-
-async fn controller(sim: &ApiSim, clock: &std::sync::Arc<TokioClock>) -> support::sim::Running {
-    let mut running = run_cronjob_controller(sim, clock.clone(), 4);
-    (&mut running.synced).await.expect("caches synced");
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    running
-}
-
-fn created(sim: &ApiSim) -> Vec<String> {
-    sim.requests()
-        .into_iter()
-        .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201)
-        .filter_map(|r| r.name)
-        .collect()
 }
 
 fn status_writes(sim: &ApiSim) -> usize {
@@ -113,10 +96,10 @@ async fn queued_slots_are_written_once_per_change_and_run_once_across_a_restart(
     let clock = TokioClock::new(t(START));
     let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
     seed(&sim);
-    let running = controller(&sim, &clock).await;
+    let running = synced_controller(&sim, &clock).await;
     // 10:00:30: the 10:00 Job runs.
     tokio::time::sleep(Duration::from_secs(55)).await;
-    assert_eq!(created(&sim), [J1000]);
+    assert_eq!(created_jobs(&sim), [J1000]);
     // Each slot while it runs: queued, one status write, no Job.
     let want = [
         vec!["2024-01-01T10:01:00Z"],
@@ -129,7 +112,7 @@ async fn queued_slots_are_written_once_per_change_and_run_once_across_a_restart(
         assert_eq!(queued(&sim), queue);
         assert_eq!(status(&sim)["queuedCount"], queue.len());
         assert_eq!(status_writes(&sim) - writes, 1, "one write for {queue:?}");
-        assert_eq!(created(&sim), [J1000]);
+        assert_eq!(created_jobs(&sim), [J1000]);
     }
     let full: Vec<_> = events(&sim)
         .into_iter()
@@ -148,12 +131,12 @@ async fn queued_slots_are_written_once_per_change_and_run_once_across_a_restart(
     assert!(sim.finish_job(NS, J1000, true));
     until_held(&hold).await;
     tokio::time::sleep(Duration::from_secs(2)).await;
-    assert_eq!(created(&sim), [J1000, J1002]);
+    assert_eq!(created_jobs(&sim), [J1000, J1002]);
     // It finishes at once; the next queued slot starts (this process knows it dequeued
     // 10:02). No history is kept, but the stored status still queues 10:02: its Job stays.
     assert!(sim.finish_job(NS, J1002, true));
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(created(&sim), [J1000, J1002, J1003]);
+    assert_eq!(created_jobs(&sim), [J1000, J1002, J1003]);
     assert!(job_exists(&sim, J1002), "deleted while its slot is queued");
     // The process dies: the write that dequeues both is lost with it.
     running.task.abort();
@@ -167,15 +150,15 @@ async fn queued_slots_are_written_once_per_change_and_run_once_across_a_restart(
     );
     // A new process finds both slots' Jobs: it runs neither again, empties the queue, and
     // only then deletes the finished Job.
-    let again = controller(&sim, &clock).await;
+    let again = synced_controller(&sim, &clock).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
-    assert_eq!(created(&sim), [J1000, J1002, J1003]);
+    assert_eq!(created_jobs(&sim), [J1000, J1002, J1003]);
     assert!(queued(&sim).is_empty(), "{:?}", status(&sim));
     assert!(!job_exists(&sim, J1002), "history 0: gone once recorded");
     // 10:04: nothing waits and the 10:03 Job is done: the slot runs on time, once.
     assert!(sim.finish_job(NS, J1003, true));
     tokio::time::sleep(Duration::from_secs(30)).await;
-    assert_eq!(created(&sim), [J1000, J1002, J1003, J1004]);
+    assert_eq!(created_jobs(&sim), [J1000, J1002, J1003, J1004]);
     record_calls(&sim);
     again.shut_down().await;
 }

@@ -17,7 +17,8 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::fixtures::t;
 use support::sim::{
-    Running, TokioClock, cronjob_json, record_calls, run_cronjob_controller, sim_clock,
+    Running, TokioClock, created_jobs, cronjob_json, cronjobs, record_calls, sim_clock,
+    synced_controller,
 };
 
 const NS: &str = "once";
@@ -27,10 +28,6 @@ const START: &str = "2024-01-01T10:00:25Z";
 const JOB_1001: &str = "cj-28401721";
 const SLOT_1001: &str = "2024-01-01T10:01:00Z";
 const STATUS: &str = "/cronjobs/cj/status";
-
-fn cronjobs() -> Resource {
-    Resource::new("batch.kronjob.dev", "v1", "cronjobs", true)
-}
 
 /// `* * * * *`, its 10:00 slot recorded, no history kept: a finished Job is deleted at once.
 fn seed(sim: &ApiSim) {
@@ -51,17 +48,8 @@ async fn start() -> (ApiSim, std::sync::Arc<TokioClock>, Running) {
     let clock = TokioClock::new(t(START));
     let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
     seed(&sim);
-    let running = controller(&sim, &clock).await;
+    let running = synced_controller(&sim, &clock).await;
     (sim, clock, running)
-}
-
-/// The controller, once its caches have synced and its first status write (the template
-/// check's record) has landed.
-async fn controller(sim: &ApiSim, clock: &std::sync::Arc<TokioClock>) -> Running {
-    let mut running = run_cronjob_controller(sim, clock.clone(), 4);
-    (&mut running.synced).await.expect("caches synced");
-    tokio::time::sleep(Duration::from_secs(5)).await;
-    running
 }
 
 fn counts(sim: &ApiSim) -> BTreeMap<String, usize> {
@@ -70,15 +58,6 @@ fn counts(sim: &ApiSim) -> BTreeMap<String, usize> {
 
 fn count(sim: &ApiSim, key: &str) -> usize {
     counts(sim).get(key).copied().unwrap_or(0)
-}
-
-/// The Jobs created, by name.
-fn created(sim: &ApiSim) -> Vec<String> {
-    sim.requests()
-        .into_iter()
-        .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201)
-        .filter_map(|r| r.name)
-        .collect()
 }
 
 /// The answers to the status writes, in order.
@@ -117,7 +96,7 @@ async fn a_status_write_that_lags_never_lets_a_deleted_job_run_its_slot_again() 
     // 10:01: the slot's Job is created; its status write waits.
     tokio::time::sleep(Duration::from_secs(31)).await;
     until_held(&hold).await;
-    assert_eq!(created(&sim), [JOB_1001]);
+    assert_eq!(created_jobs(&sim), [JOB_1001]);
     // Meanwhile a user labels the CronJob (the cache moves past the version the waiting write
     // was planned on) and deletes the Job; the deletion reaches the controller, which plans
     // again from the cache: neither the status nor the Jobs say the slot ran.
@@ -130,7 +109,7 @@ async fn a_status_write_that_lags_never_lets_a_deleted_job_run_its_slot_again() 
         .expect("the Job");
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
-        created(&sim),
+        created_jobs(&sim),
         [JOB_1001],
         "the slot ran again: {:?}",
         counts(&sim)
@@ -142,7 +121,7 @@ async fn a_status_write_that_lags_never_lets_a_deleted_job_run_its_slot_again() 
     assert_eq!(status_writes(&sim)[1], 409, "{:?}", status_writes(&sim));
     // The next slot runs, once.
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(created(&sim), [JOB_1001, "cj-28401722"]);
+    assert_eq!(created_jobs(&sim), [JOB_1001, "cj-28401722"]);
     record_calls(&sim);
     running.shut_down().await;
 }
@@ -153,7 +132,7 @@ async fn a_status_write_refused_with_a_conflict_never_lets_a_deleted_job_run_its
     let hold = sim.hold("PATCH", STATUS);
     tokio::time::sleep(Duration::from_secs(31)).await;
     until_held(&hold).await;
-    assert_eq!(created(&sim), [JOB_1001]);
+    assert_eq!(created_jobs(&sim), [JOB_1001]);
     sim.remove(&Resource::jobs(), Some(NS), JOB_1001)
         .expect("the Job");
     // The deletion reaches the controller; the Job is gone from its cache.
@@ -169,7 +148,7 @@ async fn a_status_write_refused_with_a_conflict_never_lets_a_deleted_job_run_its
     hold.release();
     tokio::time::sleep(Duration::from_secs(10)).await;
     assert_eq!(
-        created(&sim),
+        created_jobs(&sim),
         [JOB_1001],
         "the slot ran again: {:?}",
         counts(&sim)
@@ -188,7 +167,7 @@ async fn a_restart_before_the_status_write_neither_loses_the_slot_nor_runs_it_tw
     let hold = sim.hold("PATCH", STATUS);
     tokio::time::sleep(Duration::from_secs(31)).await;
     until_held(&hold).await;
-    assert_eq!(created(&sim), [JOB_1001]);
+    assert_eq!(created_jobs(&sim), [JOB_1001]);
     // The Job finishes at once. No history is kept, but it is the only record that the
     // 10:01 slot ran until the status says so: it stays.
     assert!(sim.finish_job(NS, JOB_1001, true));
@@ -208,7 +187,7 @@ async fn a_restart_before_the_status_write_neither_loses_the_slot_nor_runs_it_tw
         "the write landed after all"
     );
     // A new process finds the Job, records its slot, and only then deletes it.
-    let again = controller(&sim, &clock).await;
+    let again = synced_controller(&sim, &clock).await;
     tokio::time::sleep(Duration::from_secs(5)).await;
     assert_eq!(last_schedule_time(&sim), SLOT_1001);
     assert!(
@@ -216,14 +195,14 @@ async fn a_restart_before_the_status_write_neither_loses_the_slot_nor_runs_it_tw
         "history 0: the Job goes once recorded"
     );
     assert_eq!(
-        created(&sim),
+        created_jobs(&sim),
         [JOB_1001],
         "the slot ran again: {:?}",
         counts(&sim)
     );
     // The next slot runs, once.
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(created(&sim), [JOB_1001, "cj-28401722"]);
+    assert_eq!(created_jobs(&sim), [JOB_1001, "cj-28401722"]);
     record_calls(&sim);
     again.shut_down().await;
 }

@@ -18,7 +18,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::{Value, json};
 use support::fixtures::t;
 use support::sim::{
-    TokioClock, cronjob_json, record_calls, run_cronjob_controller, sim_clock, writes,
+    TokioClock, cronjob_json, cronjobs, record_calls, run_cronjob_controller, sim_clock, writes,
 };
 
 const NS: &str = "policy";
@@ -26,10 +26,6 @@ const NS: &str = "policy";
 const START: &str = "2024-01-01T10:00:30Z";
 /// The Job of the 10:00 slot (minutes since the epoch).
 const JOB: &str = "cj-28401720";
-
-fn cronjobs() -> Resource {
-    Resource::new("batch.kronjob.dev", "v1", "cronjobs", true)
-}
 
 /// `* * * * *` with `suspendAfterConsecutiveFailures: 3`: two scheduled Jobs failed already,
 /// the 10:00 slot's Job runs.

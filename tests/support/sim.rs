@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use kronjob::clock::Clock;
 use kronjob::controller::cronjob::{self, ReconcilerArgs, ReconcilerMetrics};
 use kronjob::controller::{Scope, Shared};
-use kronjob_apisim::ApiSim;
+use kronjob_apisim::{ApiSim, Resource};
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
@@ -146,5 +146,28 @@ pub fn writes(sim: &ApiSim) -> std::collections::BTreeMap<String, usize> {
                 .iter()
                 .any(|v| k.starts_with(&format!("{v} ")))
         })
+        .collect()
+}
+
+/// The kronjob CronJobs, as the simulated API serves them.
+pub fn cronjobs() -> Resource {
+    Resource::new("batch.kronjob.dev", "v1", "cronjobs", true)
+}
+
+/// The CronJob controller on `sim`, once its caches have synced and 5 s more have passed (its
+/// first status write, the template check's record, has landed).
+pub async fn synced_controller(sim: &ApiSim, clock: &Arc<TokioClock>) -> Running {
+    let mut running = run_cronjob_controller(sim, clock.clone(), 4);
+    (&mut running.synced).await.expect("caches synced");
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    running
+}
+
+/// The Jobs `sim` created (201), by name, in order.
+pub fn created_jobs(sim: &ApiSim) -> Vec<String> {
+    sim.requests()
+        .into_iter()
+        .filter(|r| r.verb == "create" && r.resource == "jobs" && r.status == 201)
+        .filter_map(|r| r.name)
         .collect()
 }
