@@ -24,7 +24,6 @@ use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
-use k8s_openapi::api::core::v1::Secret;
 use kronjob_envtest::{Proc, free_port, random_suffix};
 use serde_json::{Value, json};
 
@@ -283,19 +282,7 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
     let (mut manager, webhook_port, _) =
         crate::rbac::start_as_the_chart(&ctx, &env, &objects, &fullname, &[]);
     manager.wait_ready(Duration::from_secs(60)).await;
-    let ca = wait_for(
-        Duration::from_secs(30),
-        "the CA the ServiceMonitor names",
-        || {
-            let secrets = env.api::<Secret>();
-            let (name, key) = (endpoint.ca_secret.clone(), endpoint.ca_key.clone());
-            async move {
-                let data = secrets.get(&name).await.ok()?.data?;
-                String::from_utf8(data.get(&key)?.0.clone()).ok()
-            }
-        },
-    )
-    .await;
+    let ca = endpoint.ca(&env).await;
 
     // Prometheus, configured as the ServiceMonitor and PrometheusRule ask.
     let dir = ctx.logs.join("prometheus");

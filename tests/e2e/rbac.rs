@@ -441,19 +441,7 @@ pub async fn metrics_need_a_token_the_charts_metrics_reader_allows(ctx: Ctx) {
     let (mut manager, _, _) = start_as_the_chart(&ctx, &env, &objects, &fullname, &[]);
     manager.wait_ready(Duration::from_secs(60)).await;
 
-    let ca = wait_for(
-        Duration::from_secs(30),
-        "the CA in the Secret the ServiceMonitor names",
-        || {
-            let secrets = env.api::<Secret>();
-            let (name, key) = (endpoint.ca_secret.clone(), endpoint.ca_key.clone());
-            async move {
-                let data = secrets.get(&name).await.ok()?.data?;
-                String::from_utf8(data.get(&key)?.0.clone()).ok()
-            }
-        },
-    )
-    .await;
+    let ca = endpoint.ca(&env).await;
     let scrape = |token: Option<String>| {
         let (ca, server_name, path) = (
             ca.clone(),
@@ -518,6 +506,25 @@ pub(crate) struct ScrapeConfig {
     pub server_name: String,
     pub ca_secret: String,
     pub ca_key: String,
+}
+
+impl ScrapeConfig {
+    /// The CA (PEM) in the Secret the ServiceMonitor names, once the manager has written it.
+    pub async fn ca(&self, env: &Env) -> String {
+        wait_for(
+            Duration::from_secs(30),
+            "the CA in the Secret the ServiceMonitor names",
+            || {
+                let secrets = env.api::<Secret>();
+                let (name, key) = (self.ca_secret.clone(), self.ca_key.clone());
+                async move {
+                    let data = secrets.get(&name).await.ok()?.data?;
+                    String::from_utf8(data.get(&key)?.0.clone()).ok()
+                }
+            },
+        )
+        .await
+    }
 }
 
 /// The ServiceMonitor's endpoint, checked against the rest of the chart: HTTPS with a
