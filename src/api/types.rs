@@ -150,6 +150,98 @@ pub struct CronJobSpec {
     /// What the controller does when scheduled Jobs keep failing. Absent: nothing.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub failure_policy: Option<FailurePolicy>,
+
+    /// This CronJob's own days on which none of its slots runs (the form of a Calendar's
+    /// spec). A day is the slot's local date in `timeZone`. A skipped slot creates no Job, is
+    /// not a missed run, and gets a Normal Event `SlotSkipped`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exclusions: Option<CalendarSpec>,
+
+    /// Names of cluster-scoped Calendars (`kubectl get calendars`) whose days none of the
+    /// slots runs on, at most 16. While a named Calendar does not exist no slot runs
+    /// (`Ready=False` reason `CalendarNotFound`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "string_list_schema")]
+    pub calendars: Option<Vec<String>>,
+
+    /// No slot before this instant runs (RFC 3339; a slot exactly at it runs).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_before: Option<Time>,
+
+    /// No slot after this instant runs (RFC 3339; a slot exactly at it runs). Once no slot is
+    /// left, the CronJob reports `Ready=False` reason `Finished`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub not_after: Option<Time>,
+}
+
+/// A set of days: single dates, inclusive ranges of dates, and dates that return every year.
+/// The spec of a Calendar, and the form of a CronJob's `spec.exclusions`.
+#[derive(
+    CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema,
+)]
+#[kube(
+    group = "batch.kronjob.dev",
+    version = "v1",
+    kind = "Calendar",
+    plural = "calendars",
+    singular = "calendar",
+    shortname = "kcal",
+    category = "kronjob",
+    derive = "PartialEq",
+    doc = "Calendar is a cluster-wide set of days (holidays, freezes) on which the CronJobs that name it in spec.calendars run no slot. A day is the slot's local date in the CronJob's timeZone."
+)]
+#[serde(rename_all = "camelCase")]
+pub struct CalendarSpec {
+    /// Single days, `YYYY-MM-DD` (e.g. `2026-12-24`), at most 366.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "date_list_schema")]
+    pub dates: Vec<String>,
+    /// Inclusive ranges of days (`from` and `to` both excluded too), at most 100.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ranges: Vec<DateRange>,
+    /// Days that return every year, `MM-DD` (e.g. `12-25`), at most 100. `02-29` matches in
+    /// leap years only.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "string_list_schema")]
+    pub yearly: Vec<String>,
+}
+
+/// An inclusive range of days.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DateRange {
+    /// The first day, `YYYY-MM-DD`.
+    #[schemars(schema_with = "date_schema")]
+    pub from: String,
+    /// The last day, `YYYY-MM-DD`, not before `from`.
+    #[schemars(schema_with = "date_schema")]
+    pub to: String,
+}
+
+impl CalendarSpec {
+    /// Whether it names no day at all.
+    pub fn is_empty(&self) -> bool {
+        self.dates.is_empty() && self.ranges.is_empty() && self.yearly.is_empty()
+    }
+}
+
+/// Most `dates` of a Calendar or of `spec.exclusions`.
+pub const MAX_CALENDAR_DATES: u64 = 366;
+/// Most `ranges` of a Calendar or of `spec.exclusions`.
+pub const MAX_CALENDAR_RANGES: u64 = 100;
+/// Most `yearly` days of a Calendar or of `spec.exclusions`.
+pub const MAX_CALENDAR_YEARLY: u64 = 100;
+/// Most Calendars one CronJob names.
+pub const MAX_CALENDAR_REFS: u64 = 16;
+
+/// A calendar day (`YYYY-MM-DD`): the API server checks it is a real date.
+fn date_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "format": "date"})
+}
+
+/// A list of calendar days (see [`date_schema`]).
+fn date_list_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "array", "items": {"type": "string", "format": "date"}})
 }
 
 /// What the controller does when scheduled Jobs keep failing.
@@ -401,9 +493,14 @@ pub struct CronJobStatus {
     #[serde(default, skip_serializing_if = "is_zero")]
     pub queued_count: i32,
 
+    /// The latest slot skipped because a calendar excludes its day (`spec.exclusions` or a
+    /// Calendar): it ran no Job, and its Event `SlotSkipped` has been published.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_skipped_time: Option<Time>,
+
     /// Standard conditions. `Ready` tells whether the CronJob schedules Jobs, with reasons such
     /// as `Scheduled`, `Suspended`, `SuspendedAfterFailures`, `InvalidSchedule`,
-    /// `UnknownTimeZone` and `InvalidJobTemplate`.
+    /// `UnknownTimeZone`, `InvalidJobTemplate`, `CalendarNotFound` and `Finished`.
     #[serde(default)]
     #[schemars(schema_with = "conditions_schema")]
     pub conditions: Vec<Condition>,

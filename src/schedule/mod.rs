@@ -30,6 +30,7 @@
 //!
 #![doc = include_str!("README-dst.md")]
 
+pub mod exclusions;
 mod expr;
 mod parse;
 mod slots;

@@ -74,6 +74,10 @@ pub fn cronjob(schedule: &str) -> CronJob {
             successful_jobs_history_limit: Some(3),
             failed_jobs_history_limit: Some(1),
             failure_policy: None,
+            exclusions: None,
+            calendars: None,
+            not_before: None,
+            not_after: None,
         },
     );
     cj.metadata.namespace = Some(NS.into());

@@ -86,6 +86,18 @@ pub struct Spec {
     /// `spec.failurePolicy`.
     #[serde(default)]
     pub failure_policy: Option<FailurePolicy>,
+    /// `spec.exclusions`.
+    #[serde(default)]
+    pub exclusions: Option<crate::api::CalendarSpec>,
+    /// `spec.calendars`.
+    #[serde(default)]
+    pub calendars: Option<Vec<String>>,
+    /// `spec.notBefore`.
+    #[serde(default)]
+    pub not_before: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// `spec.notAfter`.
+    #[serde(default)]
+    pub not_after: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
 }
 
 fn suspend() -> Option<bool> {
@@ -174,6 +186,10 @@ impl CachedCronJob {
                 successful_jobs_history_limit: spec.successful_jobs_history_limit,
                 failed_jobs_history_limit: spec.failed_jobs_history_limit,
                 failure_policy: spec.failure_policy.clone(),
+                exclusions: spec.exclusions.clone(),
+                calendars: spec.calendars.clone(),
+                not_before: spec.not_before.clone(),
+                not_after: spec.not_after.clone(),
             },
             status: self.status(),
         })

@@ -32,6 +32,10 @@ pub mod reason {
     /// The API server refuses the Job the template makes (422 Invalid); no Job is created until
     /// the spec changes.
     pub const INVALID_JOB_TEMPLATE: &str = "InvalidJobTemplate";
+    /// A Calendar named in `spec.calendars` does not exist: no slot runs until it does.
+    pub const CALENDAR_NOT_FOUND: &str = "CalendarNotFound";
+    /// `spec.notAfter` has passed: no slot is left to run.
+    pub const FINISHED: &str = "Finished";
 }
 
 /// Set condition `type_` with metav1 semantics: `lastTransitionTime` moves only when `status`
@@ -78,7 +82,7 @@ pub fn ready_of(status: &CronJobStatus) -> Option<(&str, &str)> {
 
 /// Every field of `status`, as the merge patch must name them: an absent field is `null`, which
 /// removes it (an empty `active` list is removed, as upstream omits it).
-pub const STATUS_FIELDS: [&str; 12] = [
+pub const STATUS_FIELDS: [&str; 13] = [
     "active",
     "activeCount",
     "lastScheduleTime",
@@ -91,6 +95,7 @@ pub const STATUS_FIELDS: [&str; 12] = [
     "queued",
     "queuedCount",
     "conditions",
+    "lastSkippedTime",
 ];
 
 /// Record that `status` describes `generation` of the spec: `observedGeneration` and the
@@ -148,6 +153,7 @@ impl Serialize for Nulled<'_> {
             consecutive_failures,
             queued,
             queued_count,
+            last_skipped_time,
             conditions,
         } = self.0;
         let [
@@ -163,6 +169,7 @@ impl Serialize for Nulled<'_> {
             f_queued,
             f_queued_count,
             f_conditions,
+            f_last_skipped,
         ] = STATUS_FIELDS;
         let mut map = s.serialize_map(Some(STATUS_FIELDS.len()))?;
         map.serialize_entry(f_active, &(!active.is_empty()).then_some(active))?;
@@ -183,6 +190,7 @@ impl Serialize for Nulled<'_> {
             &(*queued_count != 0).then_some(queued_count),
         )?;
         map.serialize_entry(f_conditions, conditions)?;
+        map.serialize_entry(f_last_skipped, last_skipped_time)?;
         map.end()
     }
 }
@@ -207,6 +215,7 @@ mod tests {
             consecutive_failures: 2,
             queued: vec![Time(t("2024-01-01T00:00:30Z"))],
             queued_count: 1,
+            last_skipped_time: Some(Time(t("2024-01-01T00:02:30Z"))),
             conditions: vec![Condition {
                 type_: CONDITION_READY.into(),
                 status: "True".into(),

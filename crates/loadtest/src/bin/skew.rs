@@ -821,6 +821,10 @@ fn cronjob(name: &str, args: &SkewArgs, run_id: &str, history: i32) -> CronJob {
             successful_jobs_history_limit: Some(history),
             failed_jobs_history_limit: Some(history),
             failure_policy: None,
+            exclusions: None,
+            calendars: None,
+            not_before: None,
+            not_after: None,
         },
     );
     cj.metadata.labels = Some(labels);

@@ -91,6 +91,10 @@ pub fn kronjob_cronjob(ns: &str, name: String) -> CronJob {
             successful_jobs_history_limit: None,
             failed_jobs_history_limit: None,
             failure_policy: None,
+            exclusions: None,
+            calendars: None,
+            not_before: None,
+            not_after: None,
         },
     );
     let mut labels = labels();
