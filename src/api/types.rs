@@ -219,6 +219,15 @@ pub struct DateRange {
 }
 
 impl CalendarSpec {
+    /// The days it names, parsed.
+    pub fn days(&self) -> crate::schedule::exclusions::Days {
+        crate::schedule::exclusions::Days::of(
+            &self.dates,
+            self.ranges.iter().map(|r| (r.from.as_str(), r.to.as_str())),
+            &self.yearly,
+        )
+    }
+
     /// Whether it names no day at all.
     pub fn is_empty(&self) -> bool {
         self.dates.is_empty() && self.ranges.is_empty() && self.yearly.is_empty()

@@ -3,6 +3,7 @@
 //! - [`cache`]: what the controllers cache of CronJobs and Jobs (compact records);
 //! - [`cronjob`]: the CronJob reconciler (observe -> pure plan -> apply -> status);
 //! - [`owner_index`]: the owner index of Jobs it reads from;
+//! - [`calendars`]: the Calendars it reads, and which CronJobs name each;
 //! - [`ttl`]: the TTL-after-finished controller for Jobs (and, optionally, Pods);
 //! - [`priority`]: creates first, everything that can wait after;
 //! - [`events`]: Events published as client-go does (a repeat counted, a new note a new Event);
@@ -45,6 +46,7 @@ macro_rules! resource_like {
 }
 
 pub mod cache;
+pub mod calendars;
 pub mod cronjob;
 pub mod events;
 pub mod owner_index;

@@ -170,6 +170,14 @@ impl Status {
         status
     }
 
+    /// The reason of the condition `type_`, if the status has it.
+    pub fn condition_reason(&self, type_: &str) -> Option<&str> {
+        self.conditions
+            .iter()
+            .find(|c| &*c.type_ == type_)
+            .map(|c| &*c.reason)
+    }
+
     /// Every field but `active`, `schedule` and `conditions` (empty here; `active_count`
     /// counts `active`).
     pub fn others(&self) -> &CronJobStatus {

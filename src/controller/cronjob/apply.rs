@@ -57,6 +57,18 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
     for why in dropped {
         ctx.metrics.queue_dropped(why).inc();
     }
+    for action in &actions {
+        if let Action::Event { reason, .. } = action
+            && *reason == super::plan::events::SLOT_SKIPPED
+        {
+            ctx.metrics
+                .slots_skipped
+                .get_or_create(&super::metrics::SkipLabels {
+                    reason: super::metrics::SKIPPED_CALENDAR,
+                })
+                .inc();
+        }
+    }
     let on = cj.object_ref(&());
     let mut applied = Applied {
         status,

@@ -14,6 +14,7 @@ use super::writer::{Key, StatusWriter};
 use crate::backoff::Failures;
 use crate::clock::Clock;
 use crate::controller::Shared;
+use crate::controller::calendars::CalendarIndex;
 use crate::controller::owner_index::OwnerIndex;
 use crate::controller::priority::Gate;
 use crate::controller::shard::ShardView;
@@ -57,6 +58,8 @@ pub struct Context {
     pub log: Throttle,
     /// Which CronJobs this replica schedules (all without `--sharding`).
     pub shard: ShardView,
+    /// The Calendars, and which CronJobs name each.
+    pub calendars: CalendarIndex,
 }
 
 impl std::fmt::Debug for Context {
@@ -136,6 +139,7 @@ impl Context {
             failures: Failures::default(),
             log: Throttle::default(),
             shard: shared.shard.clone(),
+            calendars: CalendarIndex::default(),
         };
         let background = Background {
             status,

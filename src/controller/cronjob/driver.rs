@@ -22,7 +22,9 @@ use super::metrics::ReconcilerMetrics;
 use super::plan::PlanConfig;
 use super::reconcile::{error_policy, reconcile};
 use crate::api::ANNOTATION_TRIGGER;
+use crate::api::Calendar;
 use crate::controller::cache::{CachedCronJob, SlimJob};
+use crate::controller::calendars::{self, CalendarIndex};
 use crate::controller::owner_index::{self, IndexWriter, OwnerIndex};
 use crate::controller::slot_records::{self, SlotRecords};
 use crate::controller::ttl::JobTap;
@@ -75,7 +77,10 @@ pub async fn run(
     let config = PlanConfig {
         default_job_ttl: args.default_job_ttl,
     };
-    let (ctx, background, requests) = Context::new(&shared, metrics.clone(), config, index.clone());
+    let (mut ctx, background, requests) =
+        Context::new(&shared, metrics.clone(), config, index.clone());
+    let (calendars, calendar_writer) = CalendarIndex::new();
+    ctx.calendars = calendars;
     let background_stop = CancellationToken::new();
     let mut workers = TaskSet::new(&shared.tasks, background_stop.clone());
     background.spawn(&mut workers);
@@ -85,6 +90,7 @@ pub async fn run(
         index_writer,
         requests,
         tap,
+        calendar_writer,
     };
     let controller = control(shared, args, metrics, parts, ready, shutdown.clone());
     tokio::select! {
@@ -107,6 +113,7 @@ struct Parts {
     index_writer: IndexWriter,
     requests: futures::channel::mpsc::UnboundedReceiver<super::writer::Key>,
     tap: Option<JobTap>,
+    calendar_writer: reflector::store::Writer<Calendar>,
 }
 
 /// The watches, the controller, the pruning and the shard follower, until the controller has
@@ -125,6 +132,7 @@ async fn control(
         index_writer,
         requests,
         tap,
+        calendar_writer,
     } = parts;
     let Shared {
         client,
@@ -165,7 +173,7 @@ async fn control(
             &ctx.shard,
             cj_writer,
             cj_reader.clone(),
-            ctx.status.clone(),
+            (ctx.status.clone(), ctx.calendars.clone()),
             recovery(Arc::clone(&ctx)),
         ),
         cj_tx,
@@ -192,6 +200,18 @@ async fn control(
     let shard = follow_shard(Arc::clone(&ctx), cj_reader);
     let strays =
         crate::controller::shard_labels::run(client.clone(), scope.clone(), ctx.shard.clone());
+    let calendar_log = Arc::clone(&ctx);
+    let calendar_watch = calendars::watch(
+        client.clone(),
+        ctx.calendars.clone(),
+        calendar_writer,
+        ctx.reconcile.clone(),
+        move |e| {
+            if let Some(skipped) = calendar_log.log.allow("calendar watch") {
+                tracing::warn!(error = %crate::telemetry::error_chain(e), skipped, "Calendar watch failed; retrying");
+            }
+        },
+    );
     // Each branch is boxed: their state machines are large, and polling them inline nests
     // frames deep enough to exhaust a thread's stack in unoptimised builds.
     tokio::select! {
@@ -202,6 +222,7 @@ async fn control(
         () = Box::pin(jobs) => {},
         () = Box::pin(shard) => {},
         () = Box::pin(strays) => {},
+        () = Box::pin(calendar_watch) => {},
     }
 }
 
@@ -266,7 +287,7 @@ fn cronjob_trigger_stream(
     view: &shard::ShardView,
     writer: reflector::store::Writer<CachedCronJob>,
     reader: reflector::Store<CachedCronJob>,
-    status: super::writer::StatusWriter,
+    (status, calendars): (super::writer::StatusWriter, CalendarIndex),
     health: impl FnMut(&Result<watcher::Event<CachedCronJob>, watcher::Error>) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<CachedCronJob, watcher::Error>> + Send + 'static {
     let mut config = watcher::Config::default().page_size(CRONJOB_PAGE);
@@ -290,6 +311,9 @@ fn cronjob_trigger_stream(
         // is moot.
         if let Ok(watcher::Event::Apply(cj) | watcher::Event::InitApply(cj)) = event {
             status.observed(cj);
+        }
+        if let Ok(event) = event {
+            calendars.observe(event);
         }
     })
     .applied_objects()

@@ -78,7 +78,19 @@ pub struct ReconcilerMetrics {
     pub queue_dropped: Family<QueueDropLabels, Counter>,
     /// The per-CronJob series, read from the controller's cache at scrape time.
     pub cronjobs: super::series::CronJobSeries,
+    /// Slots that fell due and did not run, by reason (`calendar`).
+    pub slots_skipped: Family<SkipLabels, Counter>,
 }
+
+/// Labels of `kronjob_slots_skipped_total`.
+#[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
+pub struct SkipLabels {
+    /// Why: `calendar`.
+    pub reason: &'static str,
+}
+
+/// `reason` of a slot a calendar excludes.
+pub const SKIPPED_CALENDAR: &str = "calendar";
 
 impl ReconcilerMetrics {
     /// Create the metrics and register them in `registry`.
@@ -96,7 +108,11 @@ impl ReconcilerMetrics {
             suspended_after_failures: Counter::default(),
             queue_dropped: Family::default(),
             cronjobs: super::series::CronJobSeries::default(),
+            slots_skipped: Family::default(),
         };
+        drop(m.slots_skipped.get_or_create(&SkipLabels {
+            reason: SKIPPED_CALENDAR,
+        }));
         // Zeros from the start, so rates exist before the first delete.
         for reason in [DELETED_HISTORY, DELETED_REPLACE] {
             drop(m.jobs_deleted.get_or_create(&DeleteLabels { reason }));
@@ -173,6 +189,11 @@ impl ReconcilerMetrics {
             "kronjob_queue_dropped",
             "Queued slots dropped (concurrencyPolicy Enqueue), by reason (full, missed, cleared) and policy (whenFull of a full queue)",
             m.queue_dropped.clone(),
+        );
+        registry.register(
+            "kronjob_slots_skipped",
+            "Slots that fell due and ran no Job, by reason (calendar: a calendar excludes the day)",
+            m.slots_skipped.clone(),
         );
         registry.register_collector(Box::new(m.cronjobs.clone()));
         m

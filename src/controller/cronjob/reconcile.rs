@@ -49,8 +49,13 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
     let view = ctx.status.view(cached);
     let cj = view.cronjob.to_cronjob().map_err(Error::Decode)?;
     let now = ctx.clock.now();
+    if cj.spec.calendars.as_ref().is_some_and(|c| !c.is_empty()) && !ctx.calendars.is_ready() {
+        // The Calendar cache has not listed yet: a Calendar it does not hold yet is not missing.
+        return Ok(Action::requeue(Duration::from_secs(1)));
+    }
+    let calendars = ctx.calendars.resolve(&cj);
     let jobs = observe::observe(ctx, &cj).await?;
-    let plan = template::checked_plan(ctx, &cj, &jobs, view.records, now).await;
+    let plan = template::checked_plan(ctx, &cj, &jobs, view.records, now, &calendars).await;
     let requeue = plan.requeue_after;
     let applied = apply::apply(ctx, &cj, plan).await;
     let requeue = if applied.invalid_template {

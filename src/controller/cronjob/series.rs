@@ -33,7 +33,7 @@ struct Gauge {
 }
 
 /// Every per-CronJob gauge, in exposition order.
-const GAUGES: [Gauge; 12] = [
+const GAUGES: [Gauge; 13] = [
     Gauge {
         name: "kronjob_cronjob_next_schedule_time_seconds",
         help: "status.nextScheduleTime, Unix seconds (absent while suspended or invalid)",
@@ -107,6 +107,20 @@ const GAUGES: [Gauge; 12] = [
                 cj.status_fields()
                     .map_or(0, |s| i64::from(s.consecutive_failures)),
             )
+        },
+    },
+    Gauge {
+        name: "kronjob_cronjob_calendar_missing",
+        help: "1 while a Calendar named in spec.calendars does not exist (Ready=False reason CalendarNotFound: no slot runs), else 0; only for CronJobs naming Calendars",
+        value: |cj, _| {
+            cj.spec.calendars.as_ref().filter(|c| !c.is_empty())?;
+            let reason = cj
+                .status
+                .as_ref()
+                .and_then(|s| s.condition_reason(super::status::CONDITION_READY));
+            Some(i64::from(
+                reason == Some(super::status::reason::CALENDAR_NOT_FOUND),
+            ))
         },
     },
 ];
@@ -470,6 +484,8 @@ kronjob_cronjob_suspended_after_failures{namespace=\"b\",cronjob=\"hourly\"} 0
 # TYPE kronjob_cronjob_consecutive_failures gauge
 kronjob_cronjob_consecutive_failures{namespace=\"a\",cronjob=\"nightly\"} 0
 kronjob_cronjob_consecutive_failures{namespace=\"b\",cronjob=\"hourly\"} 2
+# HELP kronjob_cronjob_calendar_missing 1 while a Calendar named in spec.calendars does not exist (Ready=False reason CalendarNotFound: no slot runs), else 0; only for CronJobs naming Calendars
+# TYPE kronjob_cronjob_calendar_missing gauge
 # HELP kronjob_cronjob_series_omitted CronJobs left out of the kronjob_cronjob_* series by --cronjob-metrics-limit
 # TYPE kronjob_cronjob_series_omitted gauge
 kronjob_cronjob_series_omitted 0

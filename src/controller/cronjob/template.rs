@@ -28,8 +28,18 @@ pub async fn checked_plan(
     jobs: &[Arc<Job>],
     records: plan::Records,
     now: Timestamp,
+    calendars: &plan::scheduling::Calendars,
 ) -> plan::Plan {
-    let planned = plan::plan_recorded(cj, jobs, records, now, &ctx.config);
+    let recorded = plan::recorded_template_check(cj);
+    let planned = plan::plan_calendars(
+        cj,
+        jobs,
+        records,
+        now,
+        &ctx.config,
+        recorded.invalid(),
+        calendars,
+    );
     if !plan::template::needs_check(cj, &planned) {
         return planned;
     }
@@ -40,7 +50,15 @@ pub async fn checked_plan(
         Verdict::Invalid(status) => {
             let message = refusal_message(&status);
             tracing::info!(cronjob = %cj.name_any(), namespace = cj.namespace().unwrap_or_default(), %message, "Job template refused");
-            plan::plan_checked(cj, jobs, records, now, &ctx.config, Some(&message))
+            plan::plan_calendars(
+                cj,
+                jobs,
+                records,
+                now,
+                &ctx.config,
+                Some(&message),
+                calendars,
+            )
         }
         Verdict::Unknown(why) => {
             if let Some(skipped) = ctx.log.allow("template_check") {

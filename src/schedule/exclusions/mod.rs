@@ -226,7 +226,19 @@ pub enum Grid<'a> {
     },
 }
 
-impl Grid<'_> {
+impl<'a> Grid<'a> {
+    /// The slots of `schedule`; `@every` slots hang off `anchor` (the last slot that ran or
+    /// was skipped, else the creation), as in [`super::slots`].
+    pub fn of(schedule: &'a Schedule, anchor: Timestamp) -> Self {
+        match schedule.every_seconds() {
+            Some(seconds) => Grid::Every {
+                base: super::floor_second(anchor),
+                seconds,
+            },
+            None => Grid::Cron(schedule),
+        }
+    }
+
     /// The first slot at or after `t`.
     pub fn at_or_after(&self, t: Timestamp, tz: &TimeZone) -> Option<Timestamp> {
         match *self {

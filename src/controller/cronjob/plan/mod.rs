@@ -71,6 +71,10 @@ pub mod events {
     pub const QUEUE_FULL: &str = "QueueFull";
     /// The policy is no longer Enqueue: the queued slots were dropped (Warning).
     pub const QUEUE_CLEARED: &str = "QueueCleared";
+    /// A calendar excludes the day of the due slot: no Job (Normal, once per slot).
+    pub const SLOT_SKIPPED: &str = "SlotSkipped";
+    /// A Calendar named in `spec.calendars` does not exist (Warning, once per change).
+    pub const CALENDAR_NOT_FOUND: &str = "CalendarNotFound";
 }
 
 /// What the controller knows of a CronJob's slots beyond the copy it plans from.
@@ -294,6 +298,22 @@ pub fn plan_checked(
     cfg: &PlanConfig,
     invalid_template: Option<&str>,
 ) -> Plan {
+    let calendars = scheduling::Calendars::inline(cj);
+    plan_calendars(cj, jobs, records, now, cfg, invalid_template, &calendars)
+}
+
+/// [`plan_checked`] with the calendars `cj` names, as found ([`scheduling::Calendars`]): a due
+/// slot whose day a calendar excludes creates no Job; the first time it is seen, it is recorded
+/// in `status.lastSkippedTime` with a Normal Event `SlotSkipped`.
+pub fn plan_calendars(
+    cj: &CronJob,
+    jobs: &[Arc<Job>],
+    records: Records,
+    now: Timestamp,
+    cfg: &PlanConfig,
+    invalid_template: Option<&str>,
+    calendars: &scheduling::Calendars,
+) -> Plan {
     let old = cj.status.clone().unwrap_or_default();
     let owned = owned(cj, jobs);
     let mut status = old.clone();
@@ -331,6 +351,8 @@ pub fn plan_checked(
         invalid_template,
         suspended: (cj.spec.is_suspended() || suspend.is_some())
             .then(|| failures::suspended(cj, &tally, &owned)),
+        calendars,
+        last_skipped: old.last_skipped_time.as_ref().map(|t| t.0),
     };
     let mut decided = scheduling::decide(seen, now, cfg);
     if held {
@@ -344,6 +366,22 @@ pub fn plan_checked(
     actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
     status.next_schedule_time = decided.next.map(Time);
     actions.extend(decided.events);
+    if let Some((slot, skip)) = decided.skipped.take()
+        && status.last_skipped_time.as_ref().is_none_or(|t| t.0 < slot)
+    {
+        status.last_skipped_time = Some(Time(slot));
+        let tz = scheduling::inputs(cj).map(|(_, tz)| tz).unwrap_or(jiff::tz::TimeZone::UTC);
+        actions.push(event(
+            EventType::Normal,
+            events::SLOT_SKIPPED,
+            format!(
+                "Skipped the slot at {}: {} excludes {}",
+                crate::schedule::scheduled_at(slot, &tz),
+                skip.source,
+                skip.date
+            ),
+        ));
+    }
     let (mut run, enqueue) = decided
         .due
         .map_or((None, None), |due| take_due(due, &mut status));
@@ -443,6 +481,8 @@ pub(super) fn set_ready(
     warning
 }
 
+#[cfg(test)]
+mod calendar_tests;
 #[cfg(test)]
 mod tests;
 #[cfg(test)]

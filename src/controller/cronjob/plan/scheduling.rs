@@ -14,6 +14,7 @@ use super::{Action, PlanConfig, event, events};
 use crate::api::{ConcurrencyPolicy, CronJob, ScheduleFieldsError};
 use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
+use crate::schedule::exclusions::{self, Exclusions, Grid, Next, Skip, Verdict, Window};
 use crate::schedule::{self, ListError, Schedule, SlotError, SlotQuery};
 
 /// Padding added to every requeue so the next slot is due when we wake. Upstream pads 100 ms;
@@ -92,6 +93,8 @@ pub struct Scheduling {
     pub due: Option<Due>,
     /// `MissSchedule`, `TooManyMissedTimes` and `JobAlreadyActive` events.
     pub events: Vec<Action>,
+    /// The due slot, when a calendar excludes its day: no Job, and why.
+    pub skipped: Option<(Timestamp, Skip)>,
 }
 
 impl Scheduling {
@@ -102,7 +105,59 @@ impl Scheduling {
             requeue_after: None,
             due: None,
             events: Vec::new(),
+            skipped: None,
         }
+    }
+}
+
+/// The calendars a CronJob's slots are checked against, as the manager found them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Calendars {
+    /// Every one named exists: the days of `spec.exclusions` and of each.
+    Found(Exclusions),
+    /// These named Calendars do not exist: no slot runs (a holiday calendar exists to prevent
+    /// harm, so a missing one fails closed).
+    Missing(Vec<String>),
+}
+
+impl Calendars {
+    /// The days of `cj`'s `spec.exclusions` and of the Calendars it names, each looked up
+    /// with `lookup` (the spec of the Calendar of that name, if it exists).
+    pub fn resolve(
+        cj: &CronJob,
+        lookup: impl Fn(&str) -> Option<std::sync::Arc<crate::api::Calendar>>,
+    ) -> Self {
+        let mut found = Exclusions::none();
+        if let Some(inline) = &cj.spec.exclusions {
+            found = found.with(exclusions::Source::Inline, inline.days());
+        }
+        let mut missing = Vec::new();
+        for name in cj.spec.calendars.iter().flatten() {
+            match lookup(name) {
+                Some(cal) => {
+                    found = found.with(exclusions::Source::Calendar(name.clone()), cal.spec.days());
+                }
+                None => missing.push(name.clone()),
+            }
+        }
+        if missing.is_empty() {
+            Calendars::Found(found)
+        } else {
+            Calendars::Missing(missing)
+        }
+    }
+
+    /// `cj`'s own exclusions, and every Calendar it names missing (nothing looked up).
+    pub fn inline(cj: &CronJob) -> Self {
+        Self::resolve(cj, |_| None)
+    }
+}
+
+/// `spec.notBefore` and `spec.notAfter` of `cj`.
+pub fn window(cj: &CronJob) -> Window {
+    Window {
+        not_before: cj.spec.not_before.as_ref().map(|t| t.0),
+        not_after: cj.spec.not_after.as_ref().map(|t| t.0),
     }
 }
 
@@ -226,6 +281,11 @@ pub struct Seen<'a> {
     /// The `Ready` condition of the CronJob if it is suspended, by `spec.suspend` or by the
     /// failure policy now ([`super::failures`]); `None` when it is not.
     pub suspended: Option<Readiness>,
+    /// The calendars its slots are checked against.
+    pub calendars: &'a Calendars,
+    /// The latest slot skipped for a calendar (`status.lastSkippedTime`): the missed-run search
+    /// starts after it.
+    pub last_skipped: Option<Timestamp>,
 }
 
 /// Decide for what was `seen` at `now`.
@@ -249,11 +309,24 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
     if let Some(message) = seen.invalid_template {
         return Scheduling::idle(invalid_template(message));
     }
+    let excluded = match seen.calendars {
+        Calendars::Found(found) => found,
+        Calendars::Missing(names) => return Scheduling::idle(calendar_not_found(names)),
+    };
+    let window = window(cj);
+    // Skipped slots are done with, as run ones are; a window that has not begun starts the
+    // search at its start (cron schedules: `@every` slots keep their anchor).
+    let mut anchor = last_schedule_time.max(seen.last_skipped);
+    if let (Some(b), None) = (window.not_before, sched.every_seconds()) {
+        let before = b - jiff::SignedDuration::from_nanos(1);
+        anchor = Some(anchor.map_or(before, |a| a.max(before)));
+    }
+    let creation = cj.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
     let query = SlotQuery {
         schedule: &sched,
         tz: &tz,
-        last_schedule_time,
-        creation_timestamp: cj.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0),
+        last_schedule_time: anchor,
+        creation_timestamp: creation,
         starting_deadline_seconds: cj.spec.starting_deadline_seconds,
         now,
     };
@@ -271,41 +344,67 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
             ));
         }
     };
+    let grid = Grid::of(&sched, anchor.unwrap_or(creation));
+    let allowed = slots.next.map_or(Next::WindowEnded, |raw| {
+        exclusions::next_allowed(grid, raw, excluded, &window, &tz)
+    });
+    let mut message = format!(
+        "{} {} in time zone {}",
+        if sched.len() > 1 {
+            "schedules"
+        } else {
+            "schedule"
+        },
+        sched.describe(),
+        tz.iana_name().unwrap_or("UTC")
+    );
+    if allowed == Next::GaveUp {
+        message.push_str(&format!(
+            "; no slot the calendars allow within {} excluded stretches or 5 years",
+            exclusions::MAX_EXCLUDED_SEARCH
+        ));
+    }
+    // Wake at the next slot inside the window, allowed or not (an excluded one gets its
+    // Event at its time); before the window, at its first allowed slot.
+    let wake = match (slots.next, &allowed) {
+        (Some(raw), _) if window.contains(raw) => Some(raw),
+        (_, Next::At(t)) => Some(*t),
+        _ => None,
+    };
     let mut decided = Scheduling {
         readiness: Readiness {
             ready: true,
             reason: reason::SCHEDULED,
-            message: format!(
-                "{} {} in time zone {}",
-                if sched.len() > 1 {
-                    "schedules"
-                } else {
-                    "schedule"
-                },
-                sched.describe(),
-                tz.iana_name().unwrap_or("UTC")
-            ),
+            message,
             warning: None,
         },
-        next: slots.next,
-        requeue_after: slots.next.map(|n| requeue_for(n, now)),
+        next: match allowed {
+            Next::At(t) => Some(t),
+            Next::WindowEnded | Next::GaveUp => None,
+        },
+        requeue_after: wake.map(|n| requeue_for(n, now)),
         due: None,
         events: Vec::new(),
+        skipped: None,
     };
-    match slots.due {
-        Some(slot) => {
+    match slots.due.map(|slot| (slot, exclusions::verdict(slot, excluded, &window, &tz))) {
+        Some((slot, Verdict::Allowed)) => {
             let (run, events) = seen.run_slot(slot, slots.missed, &tz, cfg);
             decided.due = run.map(|run| Due { slot, run });
             decided.events.extend(events);
         }
+        Some((slot, Verdict::Excluded(skip))) => decided.skipped = Some((slot, skip)),
+        Some((_, Verdict::OutsideWindow)) => {}
         None if cj.spec.starting_deadline_seconds.is_some() => {
-            // The deadline hid a slot: say so (upstream narrows it away silently).
+            // The deadline hid a slot: say so (upstream narrows it away silently), unless the
+            // slot was not to run anyway.
             let unbounded = SlotQuery {
                 starting_deadline_seconds: None,
                 ..query
             };
             if let Ok(s) = schedule::slots(&unbounded)
                 && let Some(missed) = s.due
+                && exclusions::verdict(missed, excluded, &window, &tz) == Verdict::Allowed
             {
                 decided.events.push(event(
                     EventType::Warning,
@@ -319,7 +418,30 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         }
         None => {}
     }
+    if let (Next::WindowEnded, Some(end), None) = (&allowed, window.not_after, &decided.due) {
+        decided.readiness = Readiness::not_ready(
+            reason::FINISHED,
+            format!(
+                "the active window ended at {} (spec.notAfter): no slot is left to run",
+                end
+            ),
+            None,
+        );
+        decided.requeue_after = None;
+    }
     decided
+}
+
+/// The `Ready` condition of a CronJob naming Calendars that do not exist.
+pub fn calendar_not_found(names: &[String]) -> Readiness {
+    Readiness::not_ready(
+        reason::CALENDAR_NOT_FOUND,
+        format!(
+            "Calendar {} not found (spec.calendars): no slot runs until it exists",
+            names.join(", ")
+        ),
+        Some(events::CALENDAR_NOT_FOUND),
+    )
 }
 
 impl Seen<'_> {
