@@ -34,7 +34,8 @@ lint: lint-workflows
 # Regenerate the CRD YAML and its copy in the helm chart.
 generate:
     cargo run --quiet -- crd > {{crd_file}}
-    if [ -d {{chart}}/crds ]; then cp {{crd_file}} {{chart}}/crds/; fi
+    cargo run --quiet -- crd --calendar > crd/calendars.batch.kronjob.dev.yaml
+    if [ -d {{chart}}/crds ]; then cp {{crd_file}} crd/calendars.batch.kronjob.dev.yaml {{chart}}/crds/; fi
 
 # Render every install path: kustomize and the helm chart (default, cert-manager, and with the
 # monitoring objects); check and unit-test the chart's alerting rules with promtool.

@@ -253,6 +253,61 @@ fn committed_crd_is_fresh_and_small() {
 }
 
 #[test]
+fn committed_calendar_crd_is_fresh_and_its_rules_are_the_exclusions() {
+    use kronjob::api::crdgen::{CALENDAR_CRD_FILE, calendar_crd_yaml};
+    for dir in ["crd", "config/helm/kronjob/crds"] {
+        let path = format!("{}/{dir}/{CALENDAR_CRD_FILE}", env!("CARGO_MANIFEST_DIR"));
+        let committed = std::fs::read_to_string(&path).expect("committed Calendar CRD");
+        assert!(
+            committed == calendar_crd_yaml().expect("YAML"),
+            "{path} is stale: run `just generate`"
+        );
+    }
+    let crd: Value = serde_yaml_ng::from_str(&calendar_crd_yaml().expect("YAML")).expect("YAML");
+    assert_eq!(crd["spec"]["scope"], "Cluster");
+    assert_eq!(crd["spec"]["names"]["shortNames"], json!(["kcal"]));
+    let schema = &crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"];
+    assert_structural(schema, "");
+    let spec = &schema["properties"]["spec"]["properties"];
+    assert_eq!(spec["dates"]["maxItems"], 366);
+    assert_eq!(spec["dates"]["items"]["format"], "date");
+    assert_eq!(spec["ranges"]["maxItems"], 100);
+    assert_eq!(spec["yearly"]["maxItems"], 100);
+    // The rules agree with the Rust predicates on a corpus.
+    let base = json!({"apiVersion": "batch.kronjob.dev/v1", "kind": "Calendar",
+        "metadata": {"name": "holidays"}, "spec": {"dates": ["2026-12-24"],
+        "ranges": [{"from": "2026-12-24", "to": "2026-12-26"}], "yearly": ["12-25"]}});
+    let bad_range = {
+        let mut o = base.clone();
+        o["spec"]["ranges"] = json!([{"from": "2026-12-24", "to": "2026-12-01"}]);
+        o
+    };
+    let bad_yearly = {
+        let mut o = base.clone();
+        o["spec"]["yearly"] = json!(["04-31"]);
+        o
+    };
+    for (object, failing) in [(&base, 0), (&bad_range, 1), (&bad_yearly, 1)] {
+        let cel = cel_failures(schema, object);
+        let rust: BTreeSet<(String, String)> = kronjob::api::rules::calendar_rules()
+            .iter()
+            .filter_map(|rule| match rule.check {
+                Check::Cel { rule: cel, .. } => Some((rule, cel)),
+                _ => None,
+            })
+            .flat_map(|(rule, cel)| {
+                rule.locations(object)
+                    .into_iter()
+                    .filter(|(_, at)| !rule.holds(at))
+                    .map(move |(path, _)| (path, cel.to_string()))
+            })
+            .collect();
+        assert_eq!(cel, rust, "{object}");
+        assert_eq!(cel.len(), failing, "{object}");
+    }
+}
+
+#[test]
 fn helm_chart_crd_copy_is_fresh_when_present() {
     let chart = format!(
         "{}/config/helm/kronjob/crds/{CRD_FILE}",
@@ -593,6 +648,27 @@ fn cel_rules_and_rust_checks_agree() {
             o["spec"]["concurrencyPolicy"] = json!("Enqueue");
             o["spec"]["queue"] = json!({"maxQueued": 2, "whenFull": "DropNewest"});
         }),
+        ("good exclusions", |o| {
+            o["spec"]["exclusions"] = json!({"dates": ["2026-12-24"], "ranges": [{"from": "2026-12-24", "to": "2026-12-26"}], "yearly": ["12-25", "02-29"]});
+            o["spec"]["calendars"] = json!(["holidays", "de.by"]);
+            o["spec"]["notBefore"] = json!("2026-01-01T00:00:00Z");
+            o["spec"]["notAfter"] = json!("2026-12-31T23:00:00Z");
+        }),
+        ("a range ending before it starts", |o| {
+            o["spec"]["exclusions"] = json!({"ranges": [{"from": "2026-12-24", "to": "2026-12-23"}]});
+        }),
+        ("bad yearly days", |o| {
+            o["spec"]["exclusions"] = json!({"yearly": ["02-30", "13-01", "4-1", "12-25"]});
+        }),
+        ("bad calendar names", |o| o["spec"]["calendars"] = json!(["Holidays", "-x", "ok"])),
+        ("a window ending before it starts", |o| {
+            o["spec"]["notBefore"] = json!("2026-01-02T00:00:00Z");
+            o["spec"]["notAfter"] = json!("2026-01-01T00:00:00Z");
+        }),
+        ("an empty window", |o| {
+            o["spec"]["notBefore"] = json!("2026-01-01T00:00:00Z");
+            o["spec"]["notAfter"] = json!("2026-01-01T00:00:00Z");
+        }),
         ("everything", |o| {
             o["metadata"]["name"] = json!("b".repeat(60));
             o["spec"]["schedule"] = json!("TZ=x");
@@ -628,6 +704,16 @@ fn every_cel_rule_is_exercised_by_some_failure() {
         (&["spec"], json!({"queue": {}})),
         (&["spec"], json!({"schedule": "x", "schedules": ["x"]})),
         (&["spec", "schedules"], json!([])),
+        (
+            &["spec", "exclusions", "ranges", "*"],
+            json!({"from": "2026-01-02", "to": "2026-01-01"}),
+        ),
+        (&["spec", "exclusions", "yearly", "*"], json!("02-30")),
+        (&["spec", "calendars", "*"], json!("Holidays")),
+        (
+            &["spec"],
+            json!({"notBefore": "2026-01-02T00:00:00Z", "notAfter": "2026-01-01T00:00:00Z"}),
+        ),
         (&["spec", "schedules"], json!(["@every 1h", "0 * * * *"])),
         (&["spec", "schedules", "*"], json!("")),
         (&["spec", "schedules", "*"], json!("TZ=UTC 0 * * * *")),

@@ -18,6 +18,8 @@ use super::rules::{Check, EACH, ErrorKind, Rule, rules};
 
 /// File name of the generated CRD under `crd/`.
 pub const CRD_FILE: &str = "cronjobs.batch.kronjob.dev.yaml";
+/// File name of the generated Calendar CRD under `crd/`.
+pub const CALENDAR_CRD_FILE: &str = "calendars.batch.kronjob.dev.yaml";
 
 /// Subtrees whose descriptions come from k8s-openapi and are dropped.
 const EMBEDDED: &[&[&str]] = &[
@@ -75,6 +77,39 @@ pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
     let props: JSONSchemaProps = serde_json::from_value(schema).map_err(CrdError::Json)?;
     validation.open_api_v3_schema = Some(props);
     Ok(crd)
+}
+
+/// The Calendar CRD as installed: derived, the rules of [`super::rules::calendar_rules`]
+/// attached.
+pub fn calendar_crd() -> Result<CustomResourceDefinition, CrdError> {
+    let mut crd = super::Calendar::crd();
+    let version = crd
+        .spec
+        .versions
+        .first_mut()
+        .ok_or(CrdError::MissingSchema)?;
+    let validation = version.schema.as_mut().ok_or(CrdError::MissingSchema)?;
+    let props = validation
+        .open_api_v3_schema
+        .take()
+        .ok_or(CrdError::MissingSchema)?;
+    let mut schema = serde_json::to_value(props).map_err(CrdError::Json)?;
+    for rule in super::rules::calendar_rules() {
+        attach(&mut schema, rule)?;
+    }
+    let props: JSONSchemaProps = serde_json::from_value(schema).map_err(CrdError::Json)?;
+    validation.open_api_v3_schema = Some(props);
+    Ok(crd)
+}
+
+/// The Calendar CRD as the YAML document committed under `crd/`.
+pub fn calendar_crd_yaml() -> Result<String, CrdError> {
+    let crd = serde_json::to_value(calendar_crd()?).map_err(CrdError::Json)?;
+    serde_saphyr::to_string(&Styled {
+        value: &crd,
+        depth: 0,
+    })
+    .map_err(|e| CrdError::Yaml(e.to_string()))
 }
 
 /// The CRD as the YAML document committed under `crd/`.

@@ -335,8 +335,178 @@ static RULES: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
     rules.extend(schedule_rules(EACH_SCHEDULE));
     rules.extend(zone_rules());
     rules.extend(count_and_template_rules());
+    rules.extend(exclusion_rules(&INLINE));
+    rules.extend(reference_and_window_rules());
     rules
 });
+
+/// The rules of a Calendar's spec (the CRD schema of `Calendar` enforces them; there is no
+/// webhook for Calendars).
+pub fn calendar_rules() -> &'static [Rule] {
+    &CALENDAR_RULES
+}
+
+static CALENDAR_RULES: std::sync::LazyLock<Vec<Rule>> =
+    std::sync::LazyLock::new(|| exclusion_rules(&CALENDAR));
+
+/// The locations of a set of days: a CronJob's `spec.exclusions` or a Calendar's `spec`.
+struct DaysAt {
+    dates: &'static [&'static str],
+    each_date: &'static [&'static str],
+    ranges: &'static [&'static str],
+    each_range: &'static [&'static str],
+    each_from: &'static [&'static str],
+    each_to: &'static [&'static str],
+    yearly: &'static [&'static str],
+    each_yearly: &'static [&'static str],
+}
+
+const INLINE: DaysAt = DaysAt {
+    dates: &["spec", "exclusions", "dates"],
+    each_date: &["spec", "exclusions", "dates", EACH],
+    ranges: &["spec", "exclusions", "ranges"],
+    each_range: &["spec", "exclusions", "ranges", EACH],
+    each_from: &["spec", "exclusions", "ranges", EACH, "from"],
+    each_to: &["spec", "exclusions", "ranges", EACH, "to"],
+    yearly: &["spec", "exclusions", "yearly"],
+    each_yearly: &["spec", "exclusions", "yearly", EACH],
+};
+
+const CALENDAR: DaysAt = DaysAt {
+    dates: &["spec", "dates"],
+    each_date: &["spec", "dates", EACH],
+    ranges: &["spec", "ranges"],
+    each_range: &["spec", "ranges", EACH],
+    each_from: &["spec", "ranges", EACH, "from"],
+    each_to: &["spec", "ranges", EACH, "to"],
+    yearly: &["spec", "yearly"],
+    each_yearly: &["spec", "yearly", EACH],
+};
+
+/// A yearly `MM-DD` day some year has.
+const YEARLY_CEL: &str = "self.matches('^(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])$') && !(self in ['02-30', '02-31', '04-31', '06-31', '09-31', '11-31'])";
+
+fn yearly_ok(s: &str) -> bool {
+    crate::schedule::exclusions::parse_yearly(s).is_ok()
+}
+
+fn max_items(at: &'static [&'static str], max: u64, message: &'static str) -> Rule {
+    Rule {
+        at,
+        field: &[],
+        check: Check::MaxItems(max),
+        kind: ErrorKind::Invalid,
+        message,
+        scope: Scope::Always,
+    }
+}
+
+fn max_length(at: &'static [&'static str], max: u64, message: &'static str) -> Rule {
+    Rule {
+        at,
+        field: &[],
+        check: Check::MaxLength(max),
+        kind: ErrorKind::Invalid,
+        message,
+        scope: Scope::Always,
+    }
+}
+
+/// Days: at most 366 dates, 100 ranges and 100 yearly days, each range ending on or after its
+/// start, each yearly day one some year has. That a date is a real `YYYY-MM-DD` day is the
+/// schema's `format: date` (and a check of the webhook's own, [`super::validation`]).
+fn exclusion_rules(at: &DaysAt) -> Vec<Rule> {
+    vec![
+        max_items(at.dates, crate::api::MAX_CALENDAR_DATES, "must have at most 366 items"),
+        max_length(at.each_date, 10, "must have at most 10 characters"),
+        max_items(at.ranges, crate::api::MAX_CALENDAR_RANGES, "must have at most 100 items"),
+        max_length(at.each_from, 10, "must have at most 10 characters"),
+        max_length(at.each_to, 10, "must have at most 10 characters"),
+        Rule {
+            at: at.each_range,
+            field: &["to"],
+            check: Check::Cel {
+                rule: "!has(self.from) || !has(self.to) || self.to >= self.from",
+                holds: |v| match (
+                    v.get("from").and_then(Value::as_str),
+                    v.get("to").and_then(Value::as_str),
+                ) {
+                    (Some(from), Some(to)) => to >= from,
+                    _ => true,
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "must not be before from",
+            scope: Scope::Always,
+        },
+        max_items(at.yearly, crate::api::MAX_CALENDAR_YEARLY, "must have at most 100 items"),
+        max_length(at.each_yearly, 5, "must have at most 5 characters"),
+        Rule {
+            at: at.each_yearly,
+            field: &[],
+            check: Check::Cel {
+                rule: YEARLY_CEL,
+                holds: |v| v.as_str().is_none_or(yearly_ok),
+            },
+            kind: ErrorKind::Invalid,
+            message: "must be a day MM-DD",
+            scope: Scope::Always,
+        },
+    ]
+}
+
+/// At most 16 Calendar names, each a resource name; `notAfter` after `notBefore`.
+fn reference_and_window_rules() -> Vec<Rule> {
+    vec![
+        max_items(
+            &["spec", "calendars"],
+            crate::api::MAX_CALENDAR_REFS,
+            "must have at most 16 items",
+        ),
+        max_length(&["spec", "calendars", EACH], 253, "must have at most 253 characters"),
+        Rule {
+            at: &["spec", "calendars", EACH],
+            field: &[],
+            check: Check::Cel {
+                rule: "self.matches('^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$')",
+                holds: |v| {
+                    v.as_str().is_none_or(|s| {
+                        let b = s.as_bytes();
+                        !b.is_empty()
+                            && b.iter()
+                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'.')
+                            && b[0].is_ascii_alphanumeric()
+                            && b[b.len() - 1].is_ascii_alphanumeric()
+                    })
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "must be the name of a Calendar (lower case letters, digits, '-' and '.')",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SPEC,
+            field: &["notAfter"],
+            check: Check::Cel {
+                rule: "!has(self.notBefore) || !has(self.notAfter) || self.notAfter > self.notBefore",
+                holds: |v| {
+                    let at = |key: &str| {
+                        v.get(key)
+                            .and_then(Value::as_str)
+                            .and_then(|s| s.parse::<jiff::Timestamp>().ok())
+                    };
+                    match (at("notBefore"), at("notAfter")) {
+                        (Some(before), Some(after)) => after > before,
+                        _ => true,
+                    }
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "must be after notBefore",
+            scope: Scope::Always,
+        },
+    ]
+}
 
 /// The rules of `timeZone` (what CEL can say of a name; the webhook loads it too).
 fn zone_rules() -> Vec<Rule> {

@@ -14,6 +14,8 @@ pub const GROUP: &str = "batch.kronjob.dev";
 pub const VERSION: &str = "v1";
 /// Name of the `CronJob` CRD.
 pub const CRD_NAME: &str = "cronjobs.batch.kronjob.dev";
+/// Name of the `Calendar` CRD.
+pub const CALENDAR_CRD_NAME: &str = "calendars.batch.kronjob.dev";
 /// Label set on every Job created for a CronJob; its value is the CronJob's name.
 pub const LABEL_CRONJOB: &str = "batch.kronjob.dev/cronjob";
 /// Annotation holding the scheduled time of a Job (RFC 3339 in the CronJob's time zone).

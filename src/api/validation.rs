@@ -174,7 +174,71 @@ pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<Field
     if !zone_unchanged && !zone_rule_failed {
         zone_errors(object, &mut errors);
     }
+    errors.extend(days_errors(object, &["spec", "exclusions"]));
+    window_errors(object, &mut errors);
     errors
+}
+
+/// (f) The dates of a set of days at `at` (a CronJob's `spec.exclusions`, a Calendar's
+/// `spec`) are real days: `YYYY-MM-DD` in `dates` and in each range's `from` and `to` (the
+/// schema's `format: date`; the rule table checks the rest).
+pub fn days_errors(object: &Value, at: &[&str]) -> Vec<FieldError> {
+    use crate::schedule::exclusions::parse_date;
+    let mut errors = Vec::new();
+    let Some(days) = lookup(object, at) else {
+        return errors;
+    };
+    let base = at.join(".");
+    let mut check = |path: String, value: &Value| match value.as_str() {
+        Some(s) => {
+            if let Err(e) = parse_date(s) {
+                errors.push(FieldError::invalid(path, value.clone(), e));
+            }
+        }
+        None => errors.push(FieldError::invalid(path, value.clone(), "must be a string")),
+    };
+    for (i, date) in days
+        .get("dates")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        check(format!("{base}.dates[{i}]"), date);
+    }
+    for (i, range) in days
+        .get("ranges")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .enumerate()
+    {
+        for end in ["from", "to"] {
+            if let Some(value) = range.get(end).filter(|v| !v.is_null()) {
+                check(format!("{base}.ranges[{i}].{end}"), value);
+            }
+        }
+    }
+    errors
+}
+
+/// (g) `notBefore` and `notAfter` are RFC 3339 instants (the schema's `format: date-time`).
+fn window_errors(object: &Value, errors: &mut Vec<FieldError>) {
+    for key in ["notBefore", "notAfter"] {
+        let Some(value) = lookup(object, &["spec", key]) else {
+            continue;
+        };
+        if value
+            .as_str()
+            .is_none_or(|s| s.parse::<jiff::Timestamp>().is_err())
+        {
+            errors.push(FieldError::invalid(
+                format!("spec.{key}"),
+                value.clone(),
+                "must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z",
+            ));
+        }
+    }
 }
 
 /// (a) The shared rule table; whether a time-zone rule failed.

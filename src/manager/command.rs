@@ -20,15 +20,24 @@ pub struct Kronjob {
 enum Command {
     /// Run the manager: controllers (on the leader), webhook, metrics and probes.
     Run(Box<super::RunArgs>),
-    /// Print the CustomResourceDefinition YAML (what `crd/` holds).
-    Crd,
+    /// Print the CustomResourceDefinition YAML of CronJobs (what `crd/` holds), or with
+    /// `--calendar` the one of Calendars.
+    Crd {
+        /// Print the Calendar CRD instead.
+        #[arg(long)]
+        calendar: bool,
+    },
 }
 
 /// Parse the arguments and run the command.
 pub fn main() -> ExitCode {
     install_crypto();
     match Kronjob::parse().command {
-        Command::Crd => match crate::api::crdgen::crd_yaml() {
+        Command::Crd { calendar } => match if calendar {
+            crate::api::crdgen::calendar_crd_yaml()
+        } else {
+            crate::api::crdgen::crd_yaml()
+        } {
             Ok(yaml) => print(&yaml),
             Err(e) => fail(&e, ExitCode::FAILURE),
         },

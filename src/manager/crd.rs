@@ -11,7 +11,7 @@ use kube::runtime::wait::{Condition, await_condition, conditions};
 use tracing::info;
 
 use super::{FIELD_MANAGER, ManagerError};
-use crate::api::CRD_NAME;
+use crate::api::{CALENDAR_CRD_NAME, CRD_NAME};
 
 /// How long the CRD may take to become established.
 pub const ESTABLISH_LIMIT: Duration = Duration::from_secs(30);
@@ -30,6 +30,16 @@ pub async fn ensure_crd_within(
 ) -> Result<(), ManagerError> {
     let api: Api<CustomResourceDefinition> = Api::all(client);
     if install {
+        // The Calendar CRD first: the CronJob CRD's establishment is what is waited for.
+        let calendars = crate::api::crdgen::calendar_crd().map_err(ManagerError::CrdGen)?;
+        api.patch(
+            CALENDAR_CRD_NAME,
+            &PatchParams::apply(FIELD_MANAGER).force(),
+            &Patch::Apply(&calendars),
+        )
+        .await
+        .map_err(ManagerError::Crd)?;
+        info!(crd = CALENDAR_CRD_NAME, "CRD applied");
         let crd = crate::api::crdgen::crd().map_err(ManagerError::CrdGen)?;
         api.patch(
             CRD_NAME,
@@ -104,6 +114,6 @@ mod tests {
         let result = ensure_crd_within(sim.client(), true, Duration::from_secs(5)).await;
         assert!(result.is_ok(), "{result:?}");
         let stored = sim.list(&kronjob_apisim::Resource::crds(), None);
-        assert_eq!(stored.len(), 1);
+        assert_eq!(stored.len(), 2, "the CronJob and the Calendar CRDs");
     }
 }
