@@ -220,6 +220,23 @@ pub fn next_run(cj: &CronJob, now: Timestamp) -> String {
     if cj.spec.is_suspended() {
         return NONE.into();
     }
+    // What the controller reports when no slot is to run: the window ended, or a Calendar it
+    // names does not exist.
+    let status = cj.status.as_ref();
+    let ready = status.and_then(|s| s.conditions.iter().find(|c| c.type_ == "Ready"));
+    if let Some(c) = ready.filter(|c| c.reason == "Finished" || c.reason == "CalendarNotFound") {
+        return c.reason.clone();
+    }
+    // With calendars or a window, the controller's next slot is the one that runs.
+    let bounded = cj.spec.exclusions.is_some()
+        || cj.spec.calendars.as_ref().is_some_and(|c| !c.is_empty())
+        || cj.spec.not_before.is_some()
+        || cj.spec.not_after.is_some();
+    if bounded {
+        return status
+            .and_then(|s| s.next_schedule_time.as_ref())
+            .map_or_else(|| NONE.into(), |t| table::from_now(t.0, now));
+    }
     let schedule = cj
         .spec
         .schedule_exprs()

@@ -11,7 +11,10 @@ use kube::{Api, Client};
 use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::Table;
-use crate::api::{CronJob, ScheduleFieldsError};
+use crate::api::{Calendar, CronJob, ScheduleFieldsError};
+use crate::schedule::exclusions::{
+    Exclusions, Grid, Next, Skip, Source, Verdict, Window, next_allowed, verdict,
+};
 use crate::schedule::{
     ListError, ParseError, Schedule, SlotQuery, ZoneError, scheduled_at, slots, time_zone,
 };
@@ -37,6 +40,10 @@ pub struct NextArgs {
     /// How many times to print.
     #[arg(long, default_value_t = 5)]
     count: usize,
+    /// With a CronJob: also list the slots its calendars skip (each counts towards --count),
+    /// with the calendar and the date that skip them.
+    #[arg(long, conflicts_with = "schedule")]
+    show_skipped: bool,
     /// With --schedule: NAMESPACE/NAME of the CronJob, the key `H` hashes (required when the
     /// schedule uses `H`).
     #[arg(long, conflicts_with = "cronjob")]
@@ -145,23 +152,111 @@ pub async fn run_cronjob(
     };
     let from = start(args, now)?;
     let namespace = args.kube.namespace(&client);
-    let cj = Api::<CronJob>::namespaced(client, &namespace)
+    let cj = Api::<CronJob>::namespaced(client.clone(), &namespace)
         .get(name)
         .await?;
     let zone_name = cj.spec.time_zone.as_deref();
     let exprs = cj.spec.schedule_exprs().map_err(NextError::from)?;
     let schedule = parse_schedule(exprs, &hash_key(&cj))?;
     let tz = time_zone(zone_name).map_err(NextError::from)?;
-    let times = cronjob_times(&cj, &schedule, &tz, from, args.count)?;
+    let calendars = Api::<Calendar>::all(client);
+    let mut excluded = Exclusions::none();
+    if let Some(inline) = &cj.spec.exclusions {
+        excluded = excluded.with(Source::Inline, inline.days());
+    }
+    for calendar in cj.spec.calendars.iter().flatten() {
+        match calendars.get_opt(calendar).await? {
+            Some(found) => {
+                excluded = excluded.with(Source::Calendar(calendar.clone()), found.spec.days());
+            }
+            None => writeln!(
+                err,
+                "warning: Calendar {calendar} not found: no slot of cronjob.batch.kronjob.dev/{name} runs until it exists"
+            )?,
+        }
+    }
+    let window = Window {
+        not_before: cj.spec.not_before.as_ref().map(|t| t.0),
+        not_after: cj.spec.not_after.as_ref().map(|t| t.0),
+    };
+    let first = cronjob_times(&cj, &schedule, &tz, from, 1)?;
+    let rows = allowed_times(
+        &schedule,
+        &tz,
+        first.first().copied(),
+        &excluded,
+        &window,
+        args.count,
+        args.show_skipped,
+    );
     if cj.spec.is_suspended() {
         writeln!(
             err,
             "warning: cronjob.batch.kronjob.dev/{name} is suspended: it runs at these times only once resumed"
         )?;
     }
-    let table = zoned_table(&times, zone_name.unwrap_or("UTC"), &tz);
+    if rows.is_empty() && window.not_after.is_some_and(|end| end < from) {
+        writeln!(
+            err,
+            "cronjob.batch.kronjob.dev/{name} has finished: its window ended at {}",
+            window.not_after.unwrap_or(from)
+        )?;
+    }
+    let table = if args.show_skipped {
+        skipped_table(&rows, zone_name.unwrap_or("UTC"), &tz)
+    } else {
+        let times: Vec<Timestamp> = rows.iter().map(|(t, _)| *t).collect();
+        zoned_table(&times, zone_name.unwrap_or("UTC"), &tz)
+    };
     out.write_all(table.render().as_bytes())?;
     Ok(())
+}
+
+/// The next `count` slots of `schedule` from `first` (a slot) that the calendars and the
+/// window allow; with `show_skipped`, the slots the calendars skip too, with why (each counts).
+/// Slots before `notBefore` are passed over, and none after `notAfter` is given.
+pub fn allowed_times(
+    schedule: &Schedule,
+    tz: &TimeZone,
+    first: Option<Timestamp>,
+    excluded: &Exclusions,
+    window: &Window,
+    count: usize,
+    show_skipped: bool,
+) -> Vec<(Timestamp, Option<Skip>)> {
+    let mut rows = Vec::new();
+    let mut candidate = first;
+    let grid = Grid::of(schedule, first.unwrap_or_default());
+    while rows.len() < count {
+        let Some(slot) = candidate else {
+            break;
+        };
+        if show_skipped {
+            if window.ended_by(slot) {
+                break;
+            }
+            match verdict(slot, excluded, window, tz) {
+                Verdict::Allowed => rows.push((slot, None)),
+                Verdict::Excluded(skip) => rows.push((slot, Some(skip))),
+                Verdict::OutsideWindow => {
+                    candidate = window
+                        .not_before
+                        .and_then(|b| grid.at_or_after(b, tz));
+                    continue;
+                }
+            }
+            candidate = grid.after(slot, tz);
+            continue;
+        }
+        match next_allowed(grid, slot, excluded, window, tz) {
+            Next::At(t) => {
+                rows.push((t, None));
+                candidate = grid.after(t, tz);
+            }
+            Next::WindowEnded | Next::GaveUp => break,
+        }
+    }
+    rows
 }
 
 /// `--from`, else `now`.
@@ -247,6 +342,23 @@ pub fn hash_key(cj: &CronJob) -> String {
         cj.metadata.namespace.as_deref().unwrap_or_default(),
         cj.metadata.name.as_deref().unwrap_or_default()
     )
+}
+
+/// As [`zoned_table`], with a column SKIPPED naming the calendar and the date that skip a slot
+/// (empty for a slot that runs).
+pub fn skipped_table(rows: &[(Timestamp, Option<Skip>)], zone_name: &str, tz: &TimeZone) -> Table {
+    let mut table = Table::verbatim(&[zone_name, "UTC", "SKIPPED"]);
+    for (t, skip) in rows {
+        let why = skip
+            .as_ref()
+            .map_or(String::new(), |s| format!("{} excludes {}", s.source, s.date));
+        table.push(vec![
+            scheduled_at(*t, tz),
+            scheduled_at(*t, &TimeZone::UTC),
+            why,
+        ]);
+    }
+    table
 }
 
 /// The times in the zone `zone_name` and in UTC, one column each (one column when the zone is

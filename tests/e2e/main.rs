@@ -12,6 +12,7 @@
 
 mod admission;
 mod alerts;
+mod calendar;
 mod cronjob;
 mod enqueue;
 mod failure_policy;
@@ -78,6 +79,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         admission::cases(),
         alerts::cases(),
+        calendar::cases(),
         cronjob::cases(),
         enqueue::cases(),
         failure_policy::cases(),
@@ -193,6 +195,12 @@ async fn start_shared(
     match tokio::time::timeout(Duration::from_secs(60), established).await {
         Ok(Ok(_)) => {}
         _ => panic!("the CRD was not established within 60 s"),
+    }
+    let crds: Api<CustomResourceDefinition> = Api::all(plane.client().await?);
+    let calendars = await_condition(crds, "calendars.batch.kronjob.dev", is_crd_established());
+    match tokio::time::timeout(Duration::from_secs(60), calendars).await {
+        Ok(Ok(_)) => {}
+        _ => panic!("the Calendar CRD was not established within 60 s"),
     }
     Ok(plane)
 }
