@@ -271,6 +271,7 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
         "KronjobCronJobSlotMissed",
         "KronjobCronJobSuspendedAfterFailures",
         "KronjobCronJobQueueFull",
+        "KronjobCalendarMissing",
         "KronjobJobCreationSkewHigh",
         "KronjobNoLeader",
         "KronjobWebhookErrors",
