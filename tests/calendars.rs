@@ -124,9 +124,16 @@ async fn a_skipped_slot_writes_one_event_and_a_calendar_edit_replans_only_its_cr
     let reconciles = running.metrics.reconciles.get();
     calendar(&sim, "holidays", &["2024-01-02"]);
     tokio::time::sleep(Duration::from_secs(5)).await;
-    assert_eq!(running.metrics.reconciles.get() - reconciles, 1, "one reconcile");
+    assert_eq!(
+        running.metrics.reconciles.get() - reconciles,
+        1,
+        "one reconcile"
+    );
     assert_eq!(status_writes(&sim, "closed"), 1);
-    assert_eq!(status_writes(&sim, "open") + status_writes(&sim, "plain"), 0);
+    assert_eq!(
+        status_writes(&sim, "open") + status_writes(&sim, "plain"),
+        0
+    );
     assert_eq!(
         status(&sim, "closed")["nextScheduleTime"],
         "2024-01-01T11:00:00Z"
@@ -135,10 +142,7 @@ async fn a_skipped_slot_writes_one_event_and_a_calendar_edit_replans_only_its_cr
     tokio::time::sleep(Duration::from_secs(30 * 60)).await;
     let mut jobs = created_jobs(&sim);
     jobs.sort();
-    assert_eq!(
-        jobs,
-        ["closed-28401780", "open-28401780", "plain-28401780"]
-    );
+    assert_eq!(jobs, ["closed-28401780", "open-28401780", "plain-28401780"]);
     // The Calendar is deleted: no slot of `closed` runs; one Warning.
     sim.remove(&calendar_resource(), None, "holidays");
     tokio::time::sleep(Duration::from_secs(5)).await;

@@ -655,12 +655,15 @@ fn cel_rules_and_rust_checks_agree() {
             o["spec"]["notAfter"] = json!("2026-12-31T23:00:00Z");
         }),
         ("a range ending before it starts", |o| {
-            o["spec"]["exclusions"] = json!({"ranges": [{"from": "2026-12-24", "to": "2026-12-23"}]});
+            o["spec"]["exclusions"] =
+                json!({"ranges": [{"from": "2026-12-24", "to": "2026-12-23"}]});
         }),
         ("bad yearly days", |o| {
             o["spec"]["exclusions"] = json!({"yearly": ["02-30", "13-01", "4-1", "12-25"]});
         }),
-        ("bad calendar names", |o| o["spec"]["calendars"] = json!(["Holidays", "-x", "ok"])),
+        ("bad calendar names", |o| {
+            o["spec"]["calendars"] = json!(["Holidays", "-x", "ok"])
+        }),
         ("a window ending before it starts", |o| {
             o["spec"]["notBefore"] = json!("2026-01-02T00:00:00Z");
             o["spec"]["notAfter"] = json!("2026-01-01T00:00:00Z");

@@ -417,9 +417,17 @@ fn max_length(at: &'static [&'static str], max: u64, message: &'static str) -> R
 /// schema's `format: date` (and a check of the webhook's own, [`super::validation`]).
 fn exclusion_rules(at: &DaysAt) -> Vec<Rule> {
     vec![
-        max_items(at.dates, crate::api::MAX_CALENDAR_DATES, "must have at most 366 items"),
+        max_items(
+            at.dates,
+            crate::api::MAX_CALENDAR_DATES,
+            "must have at most 366 items",
+        ),
         max_length(at.each_date, 10, "must have at most 10 characters"),
-        max_items(at.ranges, crate::api::MAX_CALENDAR_RANGES, "must have at most 100 items"),
+        max_items(
+            at.ranges,
+            crate::api::MAX_CALENDAR_RANGES,
+            "must have at most 100 items",
+        ),
         max_length(at.each_from, 10, "must have at most 10 characters"),
         max_length(at.each_to, 10, "must have at most 10 characters"),
         Rule {
@@ -439,7 +447,11 @@ fn exclusion_rules(at: &DaysAt) -> Vec<Rule> {
             message: "must not be before from",
             scope: Scope::Always,
         },
-        max_items(at.yearly, crate::api::MAX_CALENDAR_YEARLY, "must have at most 100 items"),
+        max_items(
+            at.yearly,
+            crate::api::MAX_CALENDAR_YEARLY,
+            "must have at most 100 items",
+        ),
         max_length(at.each_yearly, 5, "must have at most 5 characters"),
         Rule {
             at: at.each_yearly,
@@ -463,7 +475,11 @@ fn reference_and_window_rules() -> Vec<Rule> {
             crate::api::MAX_CALENDAR_REFS,
             "must have at most 16 items",
         ),
-        max_length(&["spec", "calendars", EACH], 253, "must have at most 253 characters"),
+        max_length(
+            &["spec", "calendars", EACH],
+            253,
+            "must have at most 253 characters",
+        ),
         Rule {
             at: &["spec", "calendars", EACH],
             field: &[],
@@ -473,8 +489,12 @@ fn reference_and_window_rules() -> Vec<Rule> {
                     v.as_str().is_none_or(|s| {
                         let b = s.as_bytes();
                         !b.is_empty()
-                            && b.iter()
-                                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-' || *c == b'.')
+                            && b.iter().all(|c| {
+                                c.is_ascii_lowercase()
+                                    || c.is_ascii_digit()
+                                    || *c == b'-'
+                                    || *c == b'.'
+                            })
                             && b[0].is_ascii_alphanumeric()
                             && b[b.len() - 1].is_ascii_alphanumeric()
                     })

@@ -437,6 +437,55 @@ mod tests {
     }
 
     #[test]
+    fn exclusions_calendars_and_the_window_are_refused_with_their_field() {
+        let mut o = valid();
+        o["spec"]["exclusions"] = json!({
+            "dates": ["2026-12-24", "2026-02-30", "26-1-1"],
+            "ranges": [{"from": "2026-12-24", "to": "2026-12-23"}, {"from": "2026-13-01", "to": "2027-01-01"}],
+            "yearly": ["02-29", "02-30"],
+        });
+        o["spec"]["calendars"] = json!(["holidays", "Bad_Name"]);
+        o["spec"]["notBefore"] = json!("2026-02-01T00:00:00Z");
+        o["spec"]["notAfter"] = json!("2026-01-01T00:00:00+01:00");
+        let got = rendered(&o, None, Operation::Create);
+        #[rustfmt::skip]
+        let want = [
+            "spec.exclusions.ranges[0].to: Invalid value: \"2026-12-23\": must not be before from",
+            "spec.exclusions.yearly[1]: Invalid value: \"02-30\": must be a day MM-DD",
+            "spec.calendars[1]: Invalid value: \"Bad_Name\": must be the name of a Calendar (lower case letters, digits, '-' and '.')",
+            "spec.notAfter: Invalid value: \"2026-01-01T00:00:00+01:00\": must be after notBefore",
+            "spec.exclusions.dates[1]: Invalid value: \"2026-02-30\": must be a real date YYYY-MM-DD",
+            "spec.exclusions.dates[2]: Invalid value: \"26-1-1\": must be a date YYYY-MM-DD",
+            "spec.exclusions.ranges[1].from: Invalid value: \"2026-13-01\": must be a real date YYYY-MM-DD",
+        ];
+        assert_eq!(got, want);
+        let mut many = valid();
+        let dates: Vec<String> = (0..367)
+            .map(|i| {
+                jiff::civil::date(2026, 1, 1)
+                    .checked_add(jiff::Span::new().days(i))
+                    .expect("date")
+                    .to_string()
+            })
+            .collect();
+        many["spec"]["exclusions"] = json!({"dates": dates});
+        many["spec"]["calendars"] = json!((0..17).map(|i| format!("c{i}")).collect::<Vec<_>>());
+        many["spec"]["notBefore"] = json!("yesterday");
+        let got = rendered(&many, None, Operation::Create);
+        assert_eq!(got.len(), 3, "{got:?}");
+        assert!(
+            got[0].starts_with("spec.exclusions.dates: Invalid value"),
+            "{got:?}"
+        );
+        assert!(got[0].ends_with("must have at most 366 items"), "{got:?}");
+        assert!(got[1].ends_with("must have at most 16 items"), "{got:?}");
+        assert!(
+            got[2].starts_with("spec.notBefore: Invalid value: \"yesterday\""),
+            "{got:?}"
+        );
+    }
+
+    #[test]
     fn missing_fields_are_required() {
         let o = json!({"metadata": {"name": "x"}, "spec": {}});
         let got = rendered(&o, None, Operation::Create);

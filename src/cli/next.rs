@@ -239,9 +239,7 @@ pub fn allowed_times(
                 Verdict::Allowed => rows.push((slot, None)),
                 Verdict::Excluded(skip) => rows.push((slot, Some(skip))),
                 Verdict::OutsideWindow => {
-                    candidate = window
-                        .not_before
-                        .and_then(|b| grid.at_or_after(b, tz));
+                    candidate = window.not_before.and_then(|b| grid.at_or_after(b, tz));
                     continue;
                 }
             }
@@ -349,9 +347,9 @@ pub fn hash_key(cj: &CronJob) -> String {
 pub fn skipped_table(rows: &[(Timestamp, Option<Skip>)], zone_name: &str, tz: &TimeZone) -> Table {
     let mut table = Table::verbatim(&[zone_name, "UTC", "SKIPPED"]);
     for (t, skip) in rows {
-        let why = skip
-            .as_ref()
-            .map_or(String::new(), |s| format!("{} excludes {}", s.source, s.date));
+        let why = skip.as_ref().map_or(String::new(), |s| {
+            format!("{} excludes {}", s.source, s.date)
+        });
         table.push(vec![
             scheduled_at(*t, tz),
             scheduled_at(*t, &TimeZone::UTC),

@@ -149,8 +149,8 @@ pub async fn watch(
     mut on_error: impl FnMut(&watcher::Error),
 ) {
     let api: kube::Api<Calendar> = kube::Api::all(client);
-    let stream = reflector::reflector(writer, watcher(api, watcher::Config::default()))
-        .default_backoff();
+    let stream =
+        reflector::reflector(writer, watcher(api, watcher::Config::default())).default_backoff();
     stream
         .for_each(|event| {
             match event {

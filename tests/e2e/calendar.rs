@@ -112,7 +112,15 @@ pub async fn an_excluded_day_runs_nothing_until_the_date_is_removed(ctx: Ctx) {
 
     // The plugin's next skips the excluded slots, and shows them on request.
     let next = env.plugin_ok(&["next", "closed", "-n", &env.namespace, "--count", "1"]);
-    assert!(next.contains(&tomorrow.to_zoned(TimeZone::get(zone).expect("zone")).strftime("%Y-%m-%d").to_string()), "{next}");
+    assert!(
+        next.contains(
+            &tomorrow
+                .to_zoned(TimeZone::get(zone).expect("zone"))
+                .strftime("%Y-%m-%d")
+                .to_string()
+        ),
+        "{next}"
+    );
     let shown = env.plugin_ok(&[
         "next",
         "closed",
@@ -172,7 +180,10 @@ pub async fn a_missing_calendar_stops_every_slot_until_it_exists(ctx: Ctx) {
     let warning = wait_event(&env, "careful", "CalendarNotFound", &name, SOON).await;
     assert_eq!(warning.type_, "Warning");
     manager.wait_ready(SOON).await;
-    let labels = [("namespace", env.namespace.as_str()), ("cronjob", "careful")];
+    let labels = [
+        ("namespace", env.namespace.as_str()),
+        ("cronjob", "careful"),
+    ];
     let missing = metric_sum(
         &manager.metrics_text().await,
         "kronjob_cronjob_calendar_missing",
@@ -234,17 +245,25 @@ pub async fn a_missing_calendar_stops_every_slot_until_it_exists(ctx: Ctx) {
                "metadata": {"name": name}, "spec": {"dates": ["2020-01-01"]}}),
     )
     .await;
-    let ready = wait_status(&env, "careful", Duration::from_secs(10), "Ready=True", |s| {
-        s.conditions
-            .iter()
-            .find(|c| c.type_ == "Ready" && c.status == "True")
-            .cloned()
-    })
+    let ready = wait_status(
+        &env,
+        "careful",
+        Duration::from_secs(10),
+        "Ready=True",
+        |s| {
+            s.conditions
+                .iter()
+                .find(|c| c.type_ == "Ready" && c.status == "True")
+                .cloned()
+        },
+    )
     .await;
     assert_eq!(ready.reason, "Scheduled");
     let seen = events(&env, "careful").await;
     assert_eq!(
-        seen.iter().filter(|e| e.reason == "CalendarNotFound").count(),
+        seen.iter()
+            .filter(|e| e.reason == "CalendarNotFound")
+            .count(),
         1,
         "one Warning, not one per reconcile: {seen:?}"
     );

@@ -831,6 +831,31 @@ fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
             "{gone} uses H in its schedule, which batch/v1 does not know"
         ));
     }
+    let calendared = [
+        ("spec.exclusions", migrated.spec.exclusions.is_some()),
+        (
+            "spec.calendars",
+            migrated
+                .spec
+                .calendars
+                .as_ref()
+                .is_some_and(|c| !c.is_empty()),
+        ),
+        ("spec.notBefore", migrated.spec.not_before.is_some()),
+        ("spec.notAfter", migrated.spec.not_after.is_some()),
+    ];
+    let set: Vec<&str> = calendared
+        .iter()
+        .filter(|(_, set)| *set)
+        .map(|(field, _)| *field)
+        .collect();
+    if !set.is_empty() {
+        return Err(format!(
+            "{gone} sets {}, which batch/v1 does not know (a batch/v1 CronJob would run the slots they keep from running): remove {} first",
+            set.join(" and "),
+            if set.len() > 1 { "them" } else { "it" }
+        ));
+    }
     let mut spec = migrated.spec.clone();
     spec.schedule = exprs.first().cloned();
     spec.schedules = None;

@@ -689,7 +689,25 @@ fn revert_refusals() {
     several.spec.schedules = Some(vec!["0 9 * * *".into(), "0 17 * * *".into()]);
     let mut queued = migrated(State::Complete, false);
     queued.spec.concurrency_policy = crate::api::ConcurrencyPolicy::Enqueue;
+    let mut calendared = migrated(State::Complete, false);
+    calendared.spec.calendars = Some(vec!["holidays".into()]);
+    calendared.spec.not_after = Some(crate::testing::fixtures::time("2030-01-01T00:00:00Z"));
+    let mut excluded = migrated(State::Complete, false);
+    excluded.spec.exclusions = Some(crate::api::CalendarSpec {
+        yearly: vec!["12-25".into()],
+        ..Default::default()
+    });
     let cases = [
+        (
+            None,
+            Some(&calendared),
+            "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj sets spec.calendars and spec.notAfter, which batch/v1 does not know (a batch/v1 CronJob would run the slots they keep from running): remove them first",
+        ),
+        (
+            None,
+            Some(&excluded),
+            "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj sets spec.exclusions, which batch/v1 does not know (a batch/v1 CronJob would run the slots they keep from running): remove it first",
+        ),
         (
             None,
             Some(&queued),

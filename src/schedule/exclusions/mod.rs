@@ -33,8 +33,12 @@ pub fn parse_date(s: &str) -> Result<Date, String> {
     }
     let num = |r: std::ops::Range<usize>| s[r].parse::<i16>().unwrap_or(0);
     let (y, m, d) = (num(0..4), num(5..7), num(8..10));
-    Date::new(y, i8::try_from(m).unwrap_or(0), i8::try_from(d).unwrap_or(0))
-        .map_err(|_| "must be a real date YYYY-MM-DD".into())
+    Date::new(
+        y,
+        i8::try_from(m).unwrap_or(0),
+        i8::try_from(d).unwrap_or(0),
+    )
+    .map_err(|_| "must be a real date YYYY-MM-DD".into())
 }
 
 /// A yearly `MM-DD` day: a day some year has (`02-29` is accepted: it matches in leap years).
@@ -202,7 +206,12 @@ pub enum Verdict {
 }
 
 /// Whether `slot` may run: inside the window, and its day excluded by no calendar.
-pub fn verdict(slot: Timestamp, exclusions: &Exclusions, window: &Window, tz: &TimeZone) -> Verdict {
+pub fn verdict(
+    slot: Timestamp,
+    exclusions: &Exclusions,
+    window: &Window,
+    tz: &TimeZone,
+) -> Verdict {
     if !window.contains(slot) {
         return Verdict::OutsideWindow;
     }
@@ -250,8 +259,7 @@ impl<'a> Grid<'a> {
                 let at = t.as_second() + i64::from(t.subsec_nanosecond() > 0);
                 let gap = at.saturating_sub(base.as_second());
                 let k = (gap.saturating_add(seconds - 1).div_euclid(seconds)).max(1);
-                Timestamp::from_second(base.as_second().checked_add(k.checked_mul(seconds)?)?)
-                    .ok()
+                Timestamp::from_second(base.as_second().checked_add(k.checked_mul(seconds)?)?).ok()
             }
         }
     }

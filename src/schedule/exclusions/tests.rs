@@ -40,7 +40,15 @@ fn dates_parse_strictly() {
     for ok in ["12-25", "02-29", "01-31"] {
         assert!(parse_yearly(ok).is_ok(), "{ok}");
     }
-    for bad in ["02-30", "04-31", "13-01", "00-10", "1-01", "12-25-", "2026-12-25"] {
+    for bad in [
+        "02-30",
+        "04-31",
+        "13-01",
+        "00-10",
+        "1-01",
+        "12-25-",
+        "2026-12-25",
+    ] {
         assert!(parse_yearly(bad).is_err(), "{bad}");
     }
 }
@@ -107,7 +115,11 @@ fn the_window_is_inclusive_at_both_ends() {
         ("2026-01-01T12:00:01Z", Verdict::OutsideWindow),
     ];
     for (slot, want) in cases {
-        assert_eq!(verdict(t(slot), &none, &window, &TimeZone::UTC), want, "{slot}");
+        assert_eq!(
+            verdict(t(slot), &none, &window, &TimeZone::UTC),
+            want,
+            "{slot}"
+        );
     }
     assert!(window.ended_by(t("2026-01-01T12:00:01Z")));
     assert!(!window.ended_by(t("2026-01-01T12:00:00Z")));
@@ -201,7 +213,13 @@ fn every_grid_keeps_its_anchor() {
     );
     let skip_day = Exclusions::none().with(Source::Inline, days(&["2026-01-01"], &[], &[]));
     assert_eq!(
-        next_allowed(grid, t("2026-01-01T00:01:30Z"), &skip_day, &Window::default(), &utc),
+        next_allowed(
+            grid,
+            t("2026-01-01T00:01:30Z"),
+            &skip_day,
+            &Window::default(),
+            &utc
+        ),
         Next::At(t("2026-01-02T00:00:00Z"))
     );
 }

@@ -77,13 +77,19 @@ fn an_excluded_slot_runs_nothing_and_is_told_once() {
     // Woken at the next slot of the day (its Event is due then), not at the next allowed one.
     assert_eq!(
         p.requeue_after,
-        Some(requeue_for(t("2016-05-19T11:00:00Z"), t("2016-05-19T10:00:05Z")))
+        Some(requeue_for(
+            t("2016-05-19T11:00:00Z"),
+            t("2016-05-19T10:00:05Z")
+        ))
     );
 
     cj.status = Some(p.status.clone());
     let again = run(&cj, "2016-05-19T10:30:00Z");
     assert!(again.run.is_none());
-    assert!(notes(&again, events::SLOT_SKIPPED).is_empty(), "once per slot");
+    assert!(
+        notes(&again, events::SLOT_SKIPPED).is_empty(),
+        "once per slot"
+    );
     let next = run(&cj, "2016-05-19T11:00:01Z");
     assert_eq!(
         notes(&next, events::SLOT_SKIPPED),
@@ -179,7 +185,11 @@ fn a_missing_calendar_stops_every_slot_until_it_exists() {
     let other = Arc::new(Calendar::new("holidays", days(&["2016-05-20"])));
     let found = Calendars::resolve(&cj, |_| Some(other.clone()));
     let p = plan_with(&cj, &found, "2016-05-19T10:00:40Z");
-    assert_eq!(p.scheduled(), Some(t("2016-05-19T10:00:00Z")), "it appeared: it runs");
+    assert_eq!(
+        p.scheduled(),
+        Some(t("2016-05-19T10:00:00Z")),
+        "it appeared: it runs"
+    );
 }
 
 /// The window's edges: a slot exactly at `notBefore` and exactly at `notAfter` runs; before the
@@ -216,7 +226,10 @@ fn the_window_bounds_the_slots_and_finishes() {
     let early = run(&cj, "2016-05-19T10:00:05Z");
     assert_eq!(
         early.requeue_after,
-        Some(requeue_for(t("2016-05-19T12:00:00Z"), t("2016-05-19T10:00:05Z")))
+        Some(requeue_for(
+            t("2016-05-19T12:00:00Z"),
+            t("2016-05-19T10:00:05Z")
+        ))
     );
     // After the last slot ran (recorded): Finished, nothing to wait for.
     cj.status = Some(CronJobStatus {

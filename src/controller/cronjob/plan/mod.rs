@@ -370,7 +370,9 @@ pub fn plan_calendars(
         && status.last_skipped_time.as_ref().is_none_or(|t| t.0 < slot)
     {
         status.last_skipped_time = Some(Time(slot));
-        let tz = scheduling::inputs(cj).map(|(_, tz)| tz).unwrap_or(jiff::tz::TimeZone::UTC);
+        let tz = scheduling::inputs(cj)
+            .map(|(_, tz)| tz)
+            .unwrap_or(jiff::tz::TimeZone::UTC);
         actions.push(event(
             EventType::Normal,
             events::SLOT_SKIPPED,

@@ -387,7 +387,10 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         events: Vec::new(),
         skipped: None,
     };
-    match slots.due.map(|slot| (slot, exclusions::verdict(slot, excluded, &window, &tz))) {
+    match slots
+        .due
+        .map(|slot| (slot, exclusions::verdict(slot, excluded, &window, &tz)))
+    {
         Some((slot, Verdict::Allowed)) => {
             let (run, events) = seen.run_slot(slot, slots.missed, &tz, cfg);
             decided.due = run.map(|run| Due { slot, run });
