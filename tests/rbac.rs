@@ -246,6 +246,8 @@ fn needed_grants(flags: &[String]) -> BTreeSet<Grant> {
     grant(cronjobs, "cronjobs", &["get", "list", "watch", "patch"], "");
     grant(cronjobs, "cronjobs/status", &["patch"], "");
     grant(cronjobs, "cronjobs/finalizers", &["update"], "");
+    // Calendars are read cluster-wide, whatever the namespaces.
+    grant(cronjobs, "calendars", &["get", "list", "watch"], "");
     grant(
         "batch",
         "jobs",
