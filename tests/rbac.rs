@@ -247,7 +247,7 @@ fn needed_grants(flags: &[String]) -> BTreeSet<Grant> {
     grant(cronjobs, "cronjobs/status", &["patch"], "");
     grant(cronjobs, "cronjobs/finalizers", &["update"], "");
     // Calendars are read cluster-wide, whatever the namespaces.
-    grant(cronjobs, "calendars", &["get", "list", "watch"], "");
+    grant(cronjobs, "calendars", &["list", "watch"], "");
     grant(
         "batch",
         "jobs",
