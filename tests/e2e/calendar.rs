@@ -239,6 +239,7 @@ pub async fn a_missing_calendar_stops_every_slot_until_it_exists(ctx: Ctx) {
     assert!(refused.to_string().contains("spec.notAfter"), "{refused}");
 
     // The Calendar appears: the reference index reconciles the CronJob at once.
+    let edited = std::time::Instant::now();
     apply(
         &calendars(&env),
         json!({"apiVersion": "batch.kronjob.dev/v1", "kind": "Calendar",
@@ -259,6 +260,10 @@ pub async fn a_missing_calendar_stops_every_slot_until_it_exists(ctx: Ctx) {
     )
     .await;
     assert_eq!(ready.reason, "Scheduled");
+    eprintln!(
+        "e2e: calendar created to the CronJob scheduling again: {:.2} s",
+        edited.elapsed().as_secs_f64()
+    );
     let seen = events(&env, "careful").await;
     assert_eq!(
         seen.iter()

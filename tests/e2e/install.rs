@@ -202,7 +202,11 @@ fn check_install(what: &str, objects: &[Value]) {
 pub async fn kustomize_default_and_release_overlay(ctx: Ctx) {
     let (_plane, env) = own_plane(&ctx).await;
     let crd = env.kubectl_ok(&["apply", "-f", "crd/"]);
-    assert_eq!(applied(&crd).len(), 2, "the CronJob and Calendar CRDs: {crd}");
+    assert_eq!(
+        applied(&crd).len(),
+        2,
+        "the CronJob and Calendar CRDs: {crd}"
+    );
     wait_established(&env).await;
 
     let out = env.kubectl_ok(&["apply", "-k", "config/default"]);
