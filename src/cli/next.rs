@@ -408,6 +408,54 @@ America/New_York            UTC
     }
 
     #[test]
+    fn allowed_times_skip_excluded_days_or_show_them_and_stop_at_the_window() {
+        let tz = time_zone(Some("Europe/Berlin")).expect("zone");
+        let daily = Schedule::parse("0 6 * * *", "ns/cj").expect("parses");
+        let days = crate::schedule::exclusions::Days::of(
+            &["2026-12-23".to_string()],
+            [("2026-12-24", "2026-12-26")],
+            &[],
+        );
+        let excluded = Exclusions::none().with(Source::Calendar("holidays".into()), days);
+        let first = Some(t("2026-12-22T05:00:00Z"));
+        let open = Window::default();
+        let shown = |rows: Vec<(Timestamp, Option<Skip>)>| -> Vec<String> {
+            rows.iter()
+                .map(|(at, skip)| match skip {
+                    Some(s) => format!("{at} {} {}", s.source, s.date),
+                    None => at.to_string(),
+                })
+                .collect()
+        };
+        let runs = allowed_times(&daily, &tz, first, &excluded, &open, 2, false);
+        assert_eq!(
+            shown(runs),
+            ["2026-12-22T05:00:00Z", "2026-12-27T05:00:00Z"]
+        );
+        let all = allowed_times(&daily, &tz, first, &excluded, &open, 3, true);
+        assert_eq!(
+            shown(all),
+            [
+                "2026-12-22T05:00:00Z",
+                "2026-12-23T05:00:00Z Calendar holidays 2026-12-23",
+                "2026-12-24T05:00:00Z Calendar holidays 2026-12-24",
+            ]
+        );
+        let window = Window {
+            not_before: Some(t("2026-12-27T00:00:00Z")),
+            not_after: Some(t("2026-12-28T05:00:00Z")),
+        };
+        for show in [false, true] {
+            let bounded = allowed_times(&daily, &tz, first, &excluded, &window, 5, show);
+            assert_eq!(
+                shown(bounded),
+                ["2026-12-27T05:00:00Z", "2026-12-28T05:00:00Z"],
+                "show_skipped {show}"
+            );
+        }
+    }
+
+    #[test]
     fn next_times_stops_at_count_and_refuses_schedules_that_never_fire() {
         let every = Schedule::parse("@every 1h", "").expect("parses");
         let times = next_times(&every, &TimeZone::UTC, t("2024-01-01T00:00:00Z"), 3).expect("ok");
