@@ -1,9 +1,13 @@
-//! Schedule engine benchmarks: parse, next, and slots for a 10-year-old `* * * * *`.
+//! Schedule engine benchmarks: parse, next, and slots for a 10-year-old `* * * * *`; a slot
+//! checked against a full Calendar, and the next allowed slot over a year of excluded days.
 
 use std::hint::black_box;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use jiff::tz::TimeZone;
+use kronjob::schedule::exclusions::{
+    Days, Exclusions, Grid, Source, Window, excluded, next_allowed,
+};
 use kronjob::schedule::{Schedule, SlotQuery, slots, time_zone};
 
 #[path = "../tests/support/fixtures.rs"]
@@ -60,6 +64,47 @@ fn bench(c: &mut Criterion) {
     c.bench_function("slots * * * * * created 10 years ago, New_York", |b| {
         b.iter(|| slots(black_box(&q_ny)))
     });
+
+    // A full Calendar: 366 dates (every day of 2026), 100 ranges, 100 yearly days.
+    let dates: Vec<String> = (0..366)
+        .filter_map(|i| {
+            jiff::civil::date(2026, 1, 1)
+                .checked_add(jiff::Span::new().days(i))
+                .ok()
+                .map(|d| d.to_string())
+        })
+        .collect();
+    let ranges: Vec<(String, String)> = (0..100)
+        .map(|y| (format!("{}-07-01", 2030 + y), format!("{}-07-31", 2030 + y)))
+        .collect();
+    let yearly: Vec<String> = (1..=12)
+        .flat_map(|m| (1..=9).map(move |d| format!("{m:02}-{d:02}")))
+        .take(100)
+        .collect();
+    let full = Days::of(
+        &dates,
+        ranges.iter().map(|(a, b)| (a.as_str(), b.as_str())),
+        &yearly,
+    );
+    let calendar = Exclusions::none().with(Source::Calendar("full".into()), full);
+    let window = Window::default();
+    c.bench_function("excluded? one slot, full Calendar, New_York", |b| {
+        b.iter(|| excluded(black_box(t), &calendar, &ny))
+    });
+    c.bench_function(
+        "next allowed * * * * * over a fully excluded 2026, New_York",
+        |b| {
+            b.iter(|| {
+                next_allowed(
+                    Grid::Cron(&minutely),
+                    black_box(ts("2026-01-01T05:00:00Z")),
+                    &calendar,
+                    &window,
+                    &ny,
+                )
+            })
+        },
+    );
 }
 
 criterion_group!(benches, bench);
