@@ -10,6 +10,7 @@
 //! - `KronjobCronJobSuspendedAfterFailures`: a CronJob whose Job failed, with
 //!   `failurePolicy.suspendAfterConsecutiveFailures: 1`;
 //! - `KronjobCronJobQueueFull`: an Enqueue CronJob (`maxQueued: 1`) whose Jobs never finish;
+//! - `KronjobCalendarMissing`: a CronJob naming a Calendar that does not exist;
 //! - `KronjobWebhookErrors`: a request the webhook cannot read (400);
 //! - `KronjobWebhookDenials`: a CronJob the webhook refuses;
 //! - `KronjobNoLeader` and `KronjobCronJobSlotMissed`: the manager stopped past a slot;
@@ -48,6 +49,7 @@ const SETS: &[&str] = &[
     "metrics.prometheusRule.for.slotMissed=4s",
     "metrics.prometheusRule.for.suspendedAfterFailures=0s",
     "metrics.prometheusRule.for.queueFull=0s",
+    "metrics.prometheusRule.for.calendarMissing=0s",
     "metrics.prometheusRule.for.skew=0s",
     "metrics.prometheusRule.for.noLeader=4s",
     "metrics.prometheusRule.for.webhookErrors=0s",
@@ -335,6 +337,9 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
     let mut failing = crate::cronjob::every_minute("failing", 1);
     failing["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 1});
     crate::cronjob::create(&env, failing).await;
+    let mut closed = crate::cronjob::every_minute("closed", 1);
+    closed["spec"]["calendars"] = json!([format!("missing-{ns}")]);
+    crate::cronjob::create(&env, closed).await;
 
     let webhook_server = format!("{fullname}-webhook.{ns}.svc");
     let webhook_ca = crate::rbac::self_signed_certificate(&env, &fullname).await;
@@ -365,6 +370,9 @@ pub async fn every_alert_fires_for_its_cause_and_every_panel_has_data(ctx: Ctx) 
         .await;
     prometheus
         .wait_firing("KronjobWebhookDenials", &ns, &[], minute)
+        .await;
+    prometheus
+        .wait_firing("KronjobCalendarMissing", &ns, &["closed"], minute)
         .await;
 
     // The first slot: `ok` succeeds, `failing` fails (and is suspended).
