@@ -365,10 +365,10 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         ));
     }
     // Wake at the next slot inside the window, allowed or not (an excluded one gets its
-    // Event at its time); before the window, at its first allowed slot.
-    let wake = match (slots.next, &allowed) {
+    // Event at its time); before the window, at its first slot.
+    let wake = match (slots.next, window.not_before) {
         (Some(raw), _) if window.contains(raw) => Some(raw),
-        (_, Next::At(t)) => Some(*t),
+        (Some(raw), Some(b)) if raw < b => grid.at_or_after(b, &tz).filter(|s| window.contains(*s)),
         _ => None,
     };
     let mut decided = Scheduling {
