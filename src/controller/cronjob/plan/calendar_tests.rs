@@ -253,3 +253,27 @@ fn the_window_bounds_the_slots_and_finishes() {
         "the active window ended at 2016-05-19T14:00:00Z (spec.notAfter): no slot is left to run"
     );
 }
+
+/// Every slot left in the window is excluded: finished already, saying why.
+#[test]
+fn a_window_whose_remaining_days_are_excluded_is_finished_early() {
+    let mut cj = hourly();
+    cj.spec.exclusions = Some(days(&["2016-05-19"]));
+    cj.spec.not_after = Some(Time(t("2016-05-19T20:00:00Z")));
+    let p = run(&cj, "2016-05-19T10:30:00Z");
+    assert!(p.run.is_none());
+    assert_eq!(ready(&p).1, "Finished");
+    assert_eq!(p.status.next_schedule_time, None);
+    let message = p
+        .status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == status::CONDITION_READY)
+        .map(|c| c.message.clone());
+    assert_eq!(
+        message.as_deref(),
+        Some(
+            "the calendars exclude every slot left before the active window ends at 2016-05-19T20:00:00Z (spec.notAfter)"
+        )
+    );
+}

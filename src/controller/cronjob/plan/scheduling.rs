@@ -422,14 +422,14 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         None => {}
     }
     if let (Next::WindowEnded, Some(end), None) = (&allowed, window.not_after, &decided.due) {
-        decided.readiness = Readiness::not_ready(
-            reason::FINISHED,
+        let message = if end <= now {
+            format!("the active window ended at {end} (spec.notAfter): no slot is left to run")
+        } else {
             format!(
-                "the active window ended at {} (spec.notAfter): no slot is left to run",
-                end
-            ),
-            None,
-        );
+                "the calendars exclude every slot left before the active window ends at {end} (spec.notAfter)"
+            )
+        };
+        decided.readiness = Readiness::not_ready(reason::FINISHED, message, None);
         decided.requeue_after = None;
     }
     decided
