@@ -114,9 +114,9 @@ async fn list_reads_the_cronjobs_then_their_jobs_in_one_request() {
     assert_eq!(
         printed.out,
         "\
-NAME      SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   LAST RUN            NEXT RUN   AGE
-hourly    0 * * * *    <none>          false     0        0        3m ago (Complete)   in 55m     4d
-nightly   30 2 * * *   Europe/Berlin   false     0        0        9h ago (Failed)     in 14h     6m
+NAME      SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   PENDING   LAST RUN            NEXT RUN   AGE
+hourly    0 * * * *    <none>          false     0        0        <none>    3m ago (Complete)   in 55m     4d
+nightly   30 2 * * *   Europe/Berlin   false     0        0        <none>    9h ago (Failed)     in 14h     6m
 "
     );
     assert_eq!(printed.err, "");
@@ -145,8 +145,8 @@ async fn list_all_namespaces_reads_cluster_wide_and_adds_the_namespace() {
     assert_eq!(
         printed.out,
         "\
-NAMESPACE   NAME     SCHEDULE    TIMEZONE   SUSPEND   ACTIVE   QUEUED   LAST RUN   NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
-team-b      hourly   0 * * * *   <none>     false     0        0        <none>     in 55m     4d    c            busybox   <none>
+NAMESPACE   NAME     SCHEDULE    TIMEZONE   SUSPEND   ACTIVE   QUEUED   PENDING   LAST RUN   NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
+team-b      hourly   0 * * * *   <none>     false     0        0        <none>    <none>     in 55m     4d    c            busybox   <none>
 "
     );
 }
@@ -390,8 +390,8 @@ async fn list_shows_the_first_of_several_schedules_and_how_many_more() {
     assert_eq!(
         printed.out,
         "\
-NAME      SCHEDULE           TIMEZONE   SUSPEND   ACTIVE   QUEUED   LAST RUN   NEXT RUN   AGE
-several   */2 * * * * (+2)   <none>     false     0        0        <none>     in 60s     6m
+NAME      SCHEDULE           TIMEZONE   SUSPEND   ACTIVE   QUEUED   PENDING   LAST RUN   NEXT RUN   AGE
+several   */2 * * * * (+2)   <none>     false     0        0        <none>    <none>     in 60s     6m
 "
     );
 }
