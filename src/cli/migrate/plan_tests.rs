@@ -689,7 +689,27 @@ fn revert_refusals() {
     several.spec.schedules = Some(vec!["0 9 * * *".into(), "0 17 * * *".into()]);
     let mut queued = migrated(State::Complete, false);
     queued.spec.concurrency_policy = crate::api::ConcurrencyPolicy::Enqueue;
+    let mut triggered = migrated(State::Complete, false);
+    triggered
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(
+            crate::api::ANNOTATION_TRIGGER.into(),
+            "2016-05-19T12:00:00Z,2016-05-20T08:00:00Z".into(),
+        );
+    let suspended_original = json!({"spec": {"suspend": true}});
     let cases = [
+        (
+            None,
+            Some(&triggered),
+            "cronjob.batch.kronjob.dev/cj has manual runs pending (2016-05-19T12:00:00Z, 2016-05-20T08:00:00Z), which batch/v1 cannot hold: let them run, or cancel them first (kubectl kronjob trigger cj --cancel)",
+        ),
+        (
+            Some(&suspended_original),
+            Some(&triggered),
+            "cronjob.batch.kronjob.dev/cj has manual runs pending (2016-05-19T12:00:00Z, 2016-05-20T08:00:00Z), which batch/v1 cannot hold: let them run, or cancel them first (kubectl kronjob trigger cj --cancel)",
+        ),
         (
             None,
             Some(&queued),
