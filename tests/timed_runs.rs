@@ -103,5 +103,6 @@ async fn a_run_at_a_later_time_runs_at_it_once_across_restarts() {
     assert_eq!(create_attempts(&sim), 2, "no create tried twice");
     assert_eq!(request(&sim), Value::Null, "removed");
     assert_eq!(request_patches(&sim), 2);
+    record_calls(&sim);
     third.shut_down().await;
 }

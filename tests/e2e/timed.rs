@@ -151,7 +151,11 @@ pub async fn a_run_in_45s_is_created_at_its_time_not_before_across_a_restart(ctx
         .iter()
         .map(|j| j.name_any())
         .collect();
-    assert_eq!(jobs, std::slice::from_ref(&job), "the cancelled run never ran");
+    assert_eq!(
+        jobs,
+        std::slice::from_ref(&job),
+        "the cancelled run never ran"
+    );
     // Cancelling the run that ran fails and says so.
     let late = env.plugin(&[
         "trigger",
