@@ -15,7 +15,7 @@ use kronjob_apisim::{ApiSim, CostModel};
 use serde_json::Value;
 use support::fixtures::t;
 use support::sim::{
-    TokioClock, created_jobs, cronjob_json, cronjobs, sim_clock, synced_controller,
+    TokioClock, created_jobs, cronjob_json, cronjobs, record_calls, sim_clock, synced_controller,
 };
 
 const NS: &str = "timed";
