@@ -61,10 +61,15 @@ pub struct TriggerArgs {
     name: String,
     /// Run at this time instead of now: RFC 3339, or a local time (2026-11-28T21:00) in the
     /// CronJob's timeZone. At most a year ahead; a time past runs now.
-    #[arg(long, value_parser = parse_at, conflicts_with = "in_")]
+    #[arg(long, value_name = "TIME", value_parser = parse_at, conflicts_with = "in_")]
     at: Option<At>,
     /// Run after this long instead of now, e.g. 90m, 2h.
-    #[arg(long = "in", id = "in_", value_parser = crate::duration::parse_flag_duration)]
+    #[arg(
+        long = "in",
+        id = "in_",
+        value_name = "DURATION",
+        value_parser = crate::duration::parse_flag_duration
+    )]
     in_: Option<Duration>,
     /// Cancel the pending run at --at (every pending run without --at).
     #[arg(long, conflicts_with_all = ["in_", "wait"])]
