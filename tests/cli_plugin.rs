@@ -114,9 +114,9 @@ async fn list_reads_the_cronjobs_then_their_jobs_in_one_request() {
     assert_eq!(
         printed.out,
         "\
-NAME      SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   LAST RUN            NEXT RUN   AGE
-hourly    0 * * * *    <none>          false     0        0        3m ago (Complete)   in 55m     4d
-nightly   30 2 * * *   Europe/Berlin   false     0        0        9h ago (Failed)     in 14h     6m
+NAME      SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   PENDING   LAST RUN            NEXT RUN   AGE
+hourly    0 * * * *    <none>          false     0        0        <none>    3m ago (Complete)   in 55m     4d
+nightly   30 2 * * *   Europe/Berlin   false     0        0        <none>    9h ago (Failed)     in 14h     6m
 "
     );
     assert_eq!(printed.err, "");
@@ -145,8 +145,8 @@ async fn list_all_namespaces_reads_cluster_wide_and_adds_the_namespace() {
     assert_eq!(
         printed.out,
         "\
-NAMESPACE   NAME     SCHEDULE    TIMEZONE   SUSPEND   ACTIVE   QUEUED   LAST RUN   NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
-team-b      hourly   0 * * * *   <none>     false     0        0        <none>     in 55m     4d    c            busybox   <none>
+NAMESPACE   NAME     SCHEDULE    TIMEZONE   SUSPEND   ACTIVE   QUEUED   PENDING   LAST RUN   NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
+team-b      hourly   0 * * * *   <none>     false     0        0        <none>    <none>     in 55m     4d    c            busybox   <none>
 "
     );
 }
@@ -390,8 +390,8 @@ async fn list_shows_the_first_of_several_schedules_and_how_many_more() {
     assert_eq!(
         printed.out,
         "\
-NAME      SCHEDULE           TIMEZONE   SUSPEND   ACTIVE   QUEUED   LAST RUN   NEXT RUN   AGE
-several   */2 * * * * (+2)   <none>     false     0        0        <none>     in 60s     6m
+NAME      SCHEDULE           TIMEZONE   SUSPEND   ACTIVE   QUEUED   PENDING   LAST RUN   NEXT RUN   AGE
+several   */2 * * * * (+2)   <none>     false     0        0        <none>    <none>     in 60s     6m
 "
     );
 }
@@ -520,7 +520,7 @@ const MANUAL_JOB: &str = "cj-mo7f5cc";
 
 fn trigger_requested() -> Expect {
     Expect::patch(&format!("{CRONJOBS}/cj"))
-        .body(json!({"metadata": {"annotations": {"batch.kronjob.dev/trigger": "2016-05-19T10:05:00Z"}}}))
+        .body(json!({"metadata": {"resourceVersion": "1", "annotations": {"batch.kronjob.dev/trigger": "2016-05-19T10:05:00Z"}}}))
         .ok(json_of(&cronjob("0 * * * *")))
 }
 
@@ -622,4 +622,236 @@ async fn trigger_of_a_missing_cronjob_fails_without_asking() {
     )
     .await;
     assert_eq!(result.expect_err("not found").to_string(), "mock NotFound");
+}
+
+/// `cj` asking for runs at `times` (the annotation's value).
+fn pending(times: &str) -> Value {
+    let mut cj = cronjob("0 * * * *");
+    cj.metadata
+        .annotations
+        .get_or_insert_default()
+        .insert("batch.kronjob.dev/trigger".into(), times.into());
+    json_of(&cj)
+}
+
+/// The merge patch writing the annotation `value` onto resourceVersion 1.
+fn asked(value: Value) -> Expect {
+    Expect::patch(&format!("{CRONJOBS}/cj"))
+        .body(json!({"metadata": {"resourceVersion": "1", "annotations": {"batch.kronjob.dev/trigger": value}}}))
+        .ok(json_of(&cronjob("0 * * * *")))
+}
+
+#[tokio::test]
+async fn trigger_in_leaves_a_run_pending_without_waiting() {
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns", "--in", "90m"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *"))),
+            asked(json!("2016-05-19T11:35:00Z")),
+        ],
+    )
+    .await;
+    result.expect("trigger --in");
+    let job = kronjob::job::manual_name("cj", t("2016-05-19T11:35:00Z"));
+    assert_eq!(
+        out,
+        format!(
+            "cronjob.batch.kronjob.dev/cj runs at 2016-05-19T11:35:00Z: pending, the manager creates job.batch/{job} then\n"
+        )
+    );
+}
+
+#[tokio::test]
+async fn trigger_at_a_time_past_runs_now_beside_the_pending_runs() {
+    let job = kronjob::job::manual_name("cj", t("2016-05-19T10:00:00Z"));
+    let (result, out) = run_trigger(
+        &[
+            "cj",
+            "-n",
+            "ns",
+            "--at",
+            "2016-05-19T12:00:00+02:00",
+            "--wait",
+            "0",
+        ],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(pending("2016-05-20T08:00:00Z")),
+            // Past: unless it ran already, it runs now.
+            Expect::get(&format!("{JOBS}/{job}")).fails(StatusCode::NOT_FOUND, "NotFound"),
+            asked(json!("2016-05-19T10:00:00Z,2016-05-20T08:00:00Z")),
+        ],
+    )
+    .await;
+    result.expect("a time past runs now");
+    assert_eq!(
+        out,
+        format!("cronjob.batch.kronjob.dev/cj triggered: the manager creates job.batch/{job}\n")
+    );
+}
+
+#[tokio::test]
+async fn trigger_at_a_local_time_is_in_the_cronjobs_zone() {
+    let mut berlin = cronjob("0 * * * *").zone("Europe/Berlin");
+    berlin.metadata.resource_version = Some("1".into());
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns", "--at", "2016-05-19T21:30"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&berlin)),
+            // 21:30 in Berlin (summer time) is 19:30 UTC.
+            asked(json!("2016-05-19T19:30:00Z")),
+        ],
+    )
+    .await;
+    result.expect("trigger --at local");
+    assert!(
+        out.contains("runs at 2016-05-19T19:30:00Z: pending"),
+        "{out}"
+    );
+}
+
+#[tokio::test]
+async fn trigger_at_a_pending_time_writes_nothing_and_names_the_others() {
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns", "--at", "2016-05-19T11:00:00Z"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj"))
+                .ok(pending("2016-05-19T11:00:00Z,2016-05-19T12:00:00Z")),
+        ],
+    )
+    .await;
+    result.expect("already pending");
+    assert!(
+        out.contains("runs at 2016-05-19T11:00:00Z: pending"),
+        "{out}"
+    );
+    assert!(out.contains("also pending: 2016-05-19T12:00:00Z"), "{out}");
+}
+
+#[tokio::test]
+async fn trigger_retries_a_write_that_raced_another_change() {
+    let (result, _) = run_trigger(
+        &["cj", "-n", "ns", "--in", "1h"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *"))),
+            Expect::patch(&format!("{CRONJOBS}/cj")).fails(StatusCode::CONFLICT, "Conflict"),
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *"))),
+            asked(json!("2016-05-19T11:05:00Z")),
+        ],
+    )
+    .await;
+    result.expect("retried");
+}
+
+#[tokio::test]
+async fn trigger_refuses_more_than_ten_pending_runs_and_times_beyond_a_year() {
+    let ten = (1..=10)
+        .map(|d| format!("2016-06-{d:02}T00:00:00Z"))
+        .collect::<Vec<_>>()
+        .join(",");
+    let (result, _) = run_trigger(
+        &["cj", "-n", "ns", "--in", "1h"],
+        vec![Expect::get(&format!("{CRONJOBS}/cj")).ok(pending(&ten))],
+    )
+    .await;
+    let err = result.expect_err("full");
+    assert_eq!(err.exit_code(), 1);
+    assert!(err.to_string().contains("has 10 runs pending"), "{err}");
+    for far in [vec!["--in", "8785h"], vec!["--at", "2017-05-20T10:05:01Z"]] {
+        let mut argv = vec!["cj", "-n", "ns"];
+        argv.extend(far);
+        let (result, _) = run_trigger(
+            &argv,
+            vec![Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *")))],
+        )
+        .await;
+        let err = result.expect_err("too far");
+        assert_eq!(err.exit_code(), 2, "{err}");
+        assert!(err.to_string().contains("more than a year ahead"), "{err}");
+    }
+}
+
+#[test]
+fn trigger_refuses_a_bad_time_or_duration_as_a_usage_error() {
+    for argv in [
+        vec!["kubectl-kronjob", "cj", "--at", "tomorrow"],
+        vec!["kubectl-kronjob", "cj", "--in", "2 days"],
+        vec!["kubectl-kronjob", "cj", "--in", "-5m"],
+        vec![
+            "kubectl-kronjob",
+            "cj",
+            "--at",
+            "2016-05-19T11:00:00Z",
+            "--in",
+            "1h",
+        ],
+        vec!["kubectl-kronjob", "cj", "--cancel", "--in", "1h"],
+    ] {
+        let err = Cli::<trigger::TriggerArgs>::try_parse_from(&argv).expect_err("refused");
+        assert_eq!(err.exit_code(), 2, "{argv:?}");
+    }
+}
+
+#[tokio::test]
+async fn trigger_cancel_removes_a_pending_run() {
+    let job = kronjob::job::manual_name("cj", t("2016-05-19T11:00:00Z"));
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns", "--cancel", "--at", "2016-05-19T11:00:00Z"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj"))
+                .ok(pending("2016-05-19T11:00:00Z,2016-05-19T12:00:00Z")),
+            asked(json!("2016-05-19T12:00:00Z")),
+            Expect::get(&format!("{JOBS}/{job}")).fails(StatusCode::NOT_FOUND, "NotFound"),
+        ],
+    )
+    .await;
+    result.expect("cancelled");
+    assert_eq!(
+        out,
+        format!(
+            "cronjob.batch.kronjob.dev/cj: the run at 2016-05-19T11:00:00Z is cancelled (job.batch/{job} is not created)\n"
+        )
+    );
+    // Without --at: every pending run; the annotation goes.
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns", "--cancel"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(pending("2016-05-19T11:00:00Z")),
+            asked(Value::Null),
+            Expect::get(&format!("{JOBS}/{job}")).fails(StatusCode::NOT_FOUND, "NotFound"),
+        ],
+    )
+    .await;
+    result.expect("cancelled");
+    assert!(out.contains("is cancelled"), "{out}");
+}
+
+#[tokio::test]
+async fn trigger_cancel_of_a_run_that_ran_or_was_never_asked_fails() {
+    let job = kronjob::job::manual_name("cj", t("2016-05-19T10:00:00Z"));
+    let (result, out) = run_trigger(
+        &["cj", "-n", "ns", "--cancel", "--at", "2016-05-19T10:00:00Z"],
+        vec![
+            Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *"))),
+            Expect::get(&format!("{JOBS}/{job}"))
+                .ok(json_of(&support::fixtures::job(&job).manual())),
+        ],
+    )
+    .await;
+    let err = result.expect_err("ran");
+    assert_eq!(err.exit_code(), 1);
+    assert_eq!(
+        err.to_string(),
+        format!("the run at 2016-05-19T10:00:00Z already ran: job.batch/{job}")
+    );
+    assert!(out.is_empty());
+    let (result, _) = run_trigger(
+        &["cj", "-n", "ns", "--cancel"],
+        vec![Expect::get(&format!("{CRONJOBS}/cj")).ok(json_of(&cronjob("0 * * * *")))],
+    )
+    .await;
+    let err = result.expect_err("nothing pending");
+    assert_eq!(
+        err.to_string(),
+        "no run of cronjob.batch.kronjob.dev/cj is pending"
+    );
 }

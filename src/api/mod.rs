@@ -6,6 +6,7 @@ pub mod crdgen;
 pub mod defaults;
 pub mod rules;
 pub mod shard;
+pub mod trigger;
 mod types;
 pub mod validation;
 pub use types::*;

@@ -1,8 +1,9 @@
 //! `kubectl kronjob history NAME`: the runs of one CronJob, newest first.
 //!
 //! Two requests: the CronJob (for its UID), then the Jobs labelled with its name; a Job counts
-//! when that CronJob is its controller (a label alone can be copied). Slots waiting in the
-//! queue (`concurrencyPolicy: Enqueue`) come first, result `Queued`, without a Job yet.
+//! when that CronJob is its controller (a label alone can be copied). Manual runs asked for at a
+//! later time (`trigger --at`) come first, result `Pending`, with the Job they will make; then
+//! slots waiting in the queue (`concurrencyPolicy: Enqueue`), result `Queued`, without a Job yet.
 
 use std::io::Write;
 
@@ -14,8 +15,8 @@ use kube::{Api, Client};
 use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::{self, DataFormat, NONE, Table};
-use crate::api::{CronJob, LABEL_CRONJOB};
-use crate::job::{Outcome, Ran, controlled_by, finish, ran_for};
+use crate::api::{ANNOTATION_TRIGGER, CronJob, LABEL_CRONJOB, trigger};
+use crate::job::{Outcome, Ran, controlled_by, finish, manual_name, ran_for};
 
 /// Flags of `history`.
 #[derive(clap::Args, Debug)]
@@ -48,6 +49,13 @@ pub async fn run(
     let cronjob = Api::<CronJob>::namespaced(client.clone(), &namespace)
         .get(&args.name)
         .await?;
+    let asked = cronjob
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_TRIGGER))
+        .map(|v| trigger::parse(v, now).times)
+        .unwrap_or_default();
     let uid = cronjob.metadata.uid.unwrap_or_default();
     let queued: Vec<Timestamp> = cronjob
         .status
@@ -63,16 +71,27 @@ pub async fn run(
         .filter(|job| controlled_by(job, &uid))
         .collect();
     newest_first(&mut jobs);
+    // A time asked for whose Job exists ran (its request is being removed).
+    let pending: Vec<(String, Timestamp)> = asked
+        .into_iter()
+        .map(|at| (manual_name(&args.name, at), at))
+        .filter(|(name, _)| {
+            !jobs
+                .iter()
+                .any(|j| j.metadata.name.as_deref() == Some(name))
+        })
+        .collect();
     if let Some(format) = args.output {
         table::write_data(&table::list_of(&jobs), format, out)?;
-    } else if jobs.is_empty() && queued.is_empty() {
+    } else if jobs.is_empty() && queued.is_empty() && pending.is_empty() {
         writeln!(
             err,
             "No runs of cronjob.batch.kronjob.dev/{} in {namespace} namespace.",
             args.name
         )?;
     } else {
-        out.write_all(history_table(&jobs, &queued, now).render().as_bytes())?;
+        let table = runs_table(&jobs, &pending, &queued, now);
+        out.write_all(table.render().as_bytes())?;
     }
     Ok(())
 }
@@ -96,7 +115,32 @@ fn sort_key(job: &Job) -> (Option<Timestamp>, Option<Timestamp>, Option<&str>) {
 /// The table of runs: the `queued` slots (newest first, no Job yet), then the Jobs in the
 /// order given.
 pub fn history_table(jobs: &[Job], queued: &[Timestamp], now: Timestamp) -> Table {
+    runs_table(jobs, &[], queued, now)
+}
+
+/// [`history_table`] after the `pending` manual runs (the Job each makes, its time; latest
+/// first): START says when it runs.
+pub fn runs_table(
+    jobs: &[Job],
+    pending: &[(String, Timestamp)],
+    queued: &[Timestamp],
+    now: Timestamp,
+) -> Table {
     let mut table = Table::new(&["name", "scheduled", "result", "start", "duration"]);
+    for (name, at) in pending.iter().rev() {
+        let start = if *at > now {
+            table::from_now(*at, now)
+        } else {
+            "due".into()
+        };
+        table.push(vec![
+            name.clone(),
+            at.to_string(),
+            "Pending".into(),
+            start,
+            NONE.into(),
+        ]);
+    }
     for slot in queued.iter().rev() {
         table.push(vec![
             NONE.into(),
@@ -231,6 +275,24 @@ cj-mo7f5ao    manual                 Running    60s ago     60s
 cj-24394140   2016-05-19T09:00:00Z   Complete   4m59s ago   12s
 cj-24394080   <none>                 Failed     65m ago     2m30s
 cj-pending    <none>                 Running    <none>      <none>
+"
+        );
+    }
+
+    #[test]
+    fn pending_manual_runs_come_first_with_when_they_run() {
+        let now = t("2016-05-19T10:05:00Z");
+        let at = |s| (manual_name("cj", t(s)), t(s));
+        let pending = [at("2016-05-19T10:05:00Z"), at("2016-05-19T12:35:00Z")];
+        let jobs = vec![job("cj-24394140").scheduled()];
+        assert_eq!(
+            runs_table(&jobs, &pending, &[t("2016-05-19T10:04:00Z")], now).render(),
+            "\
+NAME          SCHEDULED              RESULT    START     DURATION
+cj-mo7fcac    2016-05-19T12:35:00Z   Pending   in 150m   <none>
+cj-mo7f5cc    2016-05-19T10:05:00Z   Pending   due       <none>
+<none>        2016-05-19T10:04:00Z   Queued    <none>    <none>
+cj-24394140   2016-05-19T09:00:00Z   Running   <none>    <none>
 "
         );
     }

@@ -17,7 +17,7 @@ use super::CliError;
 use super::cluster::{KubeArgs, Scope};
 use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
-use crate::api::{CronJob, LABEL_CRONJOB};
+use crate::api::{ANNOTATION_TRIGGER, CronJob, LABEL_CRONJOB, trigger};
 use crate::job::{Outcome, controller_uid, finish};
 use crate::schedule::{Schedule, time_zone};
 
@@ -106,8 +106,8 @@ pub fn cronjob_table(
     columns: Columns,
 ) -> Table {
     let mut header = vec![
-        "name", "schedule", "timezone", "suspend", "active", "queued", "last run", "next run",
-        "age",
+        "name", "schedule", "timezone", "suspend", "active", "queued", "pending", "last run",
+        "next run", "age",
     ];
     if columns.namespace {
         header.insert(0, "namespace");
@@ -143,6 +143,7 @@ fn row(cj: &CronJob, jobs: &[&Job], now: Timestamp, columns: Columns) -> Vec<Str
         cj.spec.is_suspended().to_string(),
         status.active.len().to_string(),
         status.queued.len().to_string(),
+        pending_runs(cj, now),
         last_run(jobs.iter().copied()).map_or_else(|| NONE.into(), |r| r.show(now)),
         next_run(cj, now),
         cj.metadata
@@ -212,6 +213,30 @@ pub fn last_run<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Option<LastRun> 
             })
         })
         .max_by_key(|run| run.at)
+}
+
+/// The manual runs asked for (`trigger`, `trigger --at`): when the first runs, `in 25m` (`due`
+/// once its time has come), and how many more wait, `in 25m (+2)`; `<none>` without.
+pub fn pending_runs(cj: &CronJob, now: Timestamp) -> String {
+    let times = cj
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_TRIGGER))
+        .map(|v| trigger::parse(v, now).times)
+        .unwrap_or_default();
+    let Some(first) = times.first() else {
+        return NONE.into();
+    };
+    let when = if *first > now {
+        table::from_now(*first, now)
+    } else {
+        "due".into()
+    };
+    match times.len() {
+        1 => when,
+        n => format!("{when} (+{})", n - 1),
+    }
 }
 
 /// When the CronJob runs next, `in 47s`: `<none>` when suspended or never again, `<invalid>`
@@ -337,6 +362,33 @@ mod tests {
     }
 
     #[test]
+    fn pending_runs_table() {
+        let now = t(NOW);
+        let asking = |value: &str| {
+            let mut cj = cronjob("0 * * * *");
+            cj.metadata
+                .annotations
+                .get_or_insert_default()
+                .insert(ANNOTATION_TRIGGER.into(), value.into());
+            cj
+        };
+        let cases = [
+            ("none", cronjob("0 * * * *"), NONE),
+            ("one later", asking("2016-05-19T10:30:00Z"), "in 25m"),
+            ("due, not run yet", asking("2016-05-19T10:04:00Z"), "due"),
+            (
+                "three",
+                asking("2016-05-20T10:05:00Z,2016-05-19T11:05:00Z,2016-05-19T10:35:00Z"),
+                "in 30m (+2)",
+            ),
+            ("not a time", asking("soon"), NONE),
+        ];
+        for (name, cj, want) in cases {
+            assert_eq!(pending_runs(&cj, now), want, "{name}");
+        }
+    }
+
+    #[test]
     fn h_is_hashed_with_namespace_and_name() {
         let now = t(NOW);
         let cj = cronjob("H * * * *");
@@ -370,6 +422,11 @@ mod tests {
             let at = |s| k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(t(s));
             status.set_queued(vec![at("2016-05-18T00:30:00Z"), at("2016-05-19T00:30:00Z")]);
         }
+        // Two manual runs asked for later (suspended, it runs them all the same).
+        nightly.metadata.annotations.get_or_insert_default().insert(
+            ANNOTATION_TRIGGER.into(),
+            "2016-05-19T12:00:00Z,2016-05-19T10:30:00Z".into(),
+        );
         let jobs = vec![
             job("hourly-1")
                 .owned_by("hourly-uid")
@@ -390,9 +447,9 @@ mod tests {
         assert_eq!(
             text,
             "\
-NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   LAST RUN            NEXT RUN   AGE
-hourly           0 * * * *    <none>          false     0        0        3m ago (Complete)   in 55m     4d
-nightly-report   30 2 * * *   Europe/Berlin   true      1        2        <none>              <none>     6m
+NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   PENDING       LAST RUN            NEXT RUN   AGE
+hourly           0 * * * *    <none>          false     0        0        <none>        3m ago (Complete)   in 55m     4d
+nightly-report   30 2 * * *   Europe/Berlin   true      1        2        in 25m (+1)   <none>              <none>     6m
 "
         );
     }
@@ -408,9 +465,9 @@ nightly-report   30 2 * * *   Europe/Berlin   true      1        2        <none>
         assert_eq!(
             text,
             "\
-NAMESPACE   NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   LAST RUN            NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
-ns          hourly           0 * * * *    <none>          false     0        0        3m ago (Complete)   in 55m     4d    c            busybox   <none>
-ns          nightly-report   30 2 * * *   Europe/Berlin   true      1        2        <none>              <none>     6m    c            busybox   9h ago
+NAMESPACE   NAME             SCHEDULE     TIMEZONE        SUSPEND   ACTIVE   QUEUED   PENDING       LAST RUN            NEXT RUN   AGE   CONTAINERS   IMAGES    LAST SUCCESS
+ns          hourly           0 * * * *    <none>          false     0        0        <none>        3m ago (Complete)   in 55m     4d    c            busybox   <none>
+ns          nightly-report   30 2 * * *   Europe/Berlin   true      1        2        in 25m (+1)   <none>              <none>     6m    c            busybox   9h ago
 "
         );
     }

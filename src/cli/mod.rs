@@ -42,7 +42,8 @@ enum Command {
     History(history::HistoryArgs),
     /// Print the next run times of a CronJob (`next NAME`) or of a schedule (`next --schedule EXPR`).
     Next(next::NextArgs),
-    /// Run a CronJob now: the manager creates the Job, with the TTL policy of scheduled runs.
+    /// Run a CronJob now or at a chosen time (--at, --in), or cancel a pending run (--cancel):
+    /// the manager creates the Job, with the TTL policy of scheduled runs.
     Trigger(trigger::TriggerArgs),
     /// Suspend a CronJob: no new runs until it is resumed.
     Suspend(suspend::SuspendArgs),

@@ -33,6 +33,7 @@ mod rbac;
 mod resilience;
 mod schedule;
 mod template;
+mod timed;
 #[path = "../tls_support/mod.rs"]
 mod tls_support;
 #[path = "../support/tools.rs"]
@@ -98,6 +99,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         resilience::cases(),
         schedule::cases(),
         template::cases(),
+        timed::cases(),
         ttl::cases(),
     ]
     .concat()

@@ -43,7 +43,7 @@ fn readme_example(command: &str) -> Vec<String> {
 
 /// A kubectl-style table as rows of (column title -> cell), cut at the header's columns (a
 /// title starts after two spaces or more; cells may hold single spaces).
-fn parse_table(text: &str) -> (Vec<String>, Vec<BTreeMap<String, String>>) {
+pub fn parse_table(text: &str) -> (Vec<String>, Vec<BTreeMap<String, String>>) {
     let mut lines = text.lines();
     let header = lines.next().unwrap_or_default();
     let mut starts = vec![0];

@@ -18,7 +18,8 @@ use serde_json::{Value, json};
 use super::diff::{Difference, comparable, differences, move_zone_prefix};
 use crate::api::validation::{Operation, invalid_message, validate};
 use crate::api::{
-    ANNOTATION_LAST_APPLIED as LAST_APPLIED, ConcurrencyPolicy, CronJob, CronJobSpec,
+    ANNOTATION_LAST_APPLIED as LAST_APPLIED, ANNOTATION_TRIGGER, ConcurrencyPolicy, CronJob,
+    CronJobSpec,
 };
 use crate::schedule::Schedule;
 
@@ -728,6 +729,14 @@ pub fn plan_revert(namespace: &str, name: &str, found: Found) -> Plan {
 /// Suspend the kronjob CronJob, bring back the batch/v1 one with the later status, delete the
 /// kronjob CronJob.
 fn revert(mut plan: Plan, original: Option<&Value>, migrated: &CronJob, record: &Record) -> Plan {
+    if let Some(pending) = pending_runs(migrated) {
+        let error = format!(
+            "{} has manual runs pending ({pending}), which batch/v1 cannot hold: let them run, or cancel them first (kubectl kronjob trigger {} --cancel)",
+            plan.migrated_ref(),
+            plan.name
+        );
+        return plan.skip(error);
+    }
     plan.action = Action::Revert;
     let record_suspend = (record.state == State::Complete).then(|| migrated.spec.is_suspended());
     let restore = record_suspend.unwrap_or(record.original_suspend);
@@ -803,6 +812,22 @@ fn spec_drift(plan: &Plan, original: &Value, migrated: &CronJob) -> Vec<String> 
         .collect()
 }
 
+/// The manual runs a kronjob CronJob holds asked for (`trigger`, `trigger --at`), as written.
+fn pending_runs(migrated: &CronJob) -> Option<String> {
+    let value = migrated
+        .metadata
+        .annotations
+        .as_ref()?
+        .get(ANNOTATION_TRIGGER)?;
+    Some(
+        value
+            .split(',')
+            .map(str::trim)
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
+
 /// The batch/v1 CronJob recreated from a kronjob CronJob, suspended; refused when its schedule
 /// uses `H`, it has several schedules or `concurrencyPolicy: Enqueue`, which batch/v1 does not
 /// know (its queued slots would be lost, and Forbid or Allow would run them otherwise). A single entry of
@@ -869,6 +894,7 @@ fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
             ANNOTATION_MIGRATED_FROM_UID,
             ANNOTATION_ORIGINAL_SUSPEND,
             ANNOTATION_MIGRATION,
+            ANNOTATION_TRIGGER,
             LAST_APPLIED,
         ]
         .contains(&key.as_str())

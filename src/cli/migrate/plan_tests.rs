@@ -697,6 +697,16 @@ fn revert_refusals() {
         yearly: vec!["12-25".into()],
         ..Default::default()
     });
+    let mut triggered = migrated(State::Complete, false);
+    triggered
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(
+            crate::api::ANNOTATION_TRIGGER.into(),
+            "2016-05-19T12:00:00Z,2016-05-20T08:00:00Z".into(),
+        );
+    let suspended_original = json!({"spec": {"suspend": true}});
     let cases = [
         (
             None,
@@ -707,6 +717,16 @@ fn revert_refusals() {
             None,
             Some(&excluded),
             "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj sets spec.exclusions, which batch/v1 does not know (a batch/v1 CronJob would run the slots they keep from running): remove it first",
+        ),
+        (
+            None,
+            Some(&triggered),
+            "cronjob.batch.kronjob.dev/cj has manual runs pending (2016-05-19T12:00:00Z, 2016-05-20T08:00:00Z), which batch/v1 cannot hold: let them run, or cancel them first (kubectl kronjob trigger cj --cancel)",
+        ),
+        (
+            Some(&suspended_original),
+            Some(&triggered),
+            "cronjob.batch.kronjob.dev/cj has manual runs pending (2016-05-19T12:00:00Z, 2016-05-20T08:00:00Z), which batch/v1 cannot hold: let them run, or cancel them first (kubectl kronjob trigger cj --cancel)",
         ),
         (
             None,

@@ -339,8 +339,9 @@ async fn create(
     }
 }
 
-/// A manual run: create its Job (it then joins `status.active` as any running Job the CronJob
-/// controls), then remove the request, unless a newer one replaced it meanwhile.
+/// The manual runs whose time has come: create their Jobs (each then joins `status.active` as
+/// any running Job the CronJob controls), then rewrite the request without them, unless it
+/// changed meanwhile (a newer request, handled by the next reconcile).
 async fn run_manual(
     ctx: &Context,
     cj: &CronJob,
@@ -348,12 +349,13 @@ async fn run_manual(
     manual: Manual,
 ) -> Result<(), Error> {
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    if let Some(job) = manual.job {
+    let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let rewrites = manual.rewrites();
+    for job in manual.jobs {
         let name = job.metadata.name.clone().unwrap_or_default();
-        let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
         // As for a slot's Job: its watch event must not reconcile this CronJob again.
         let _expected = ctx.index.expect_create(namespace, &name);
-        match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
+        match jobs.create(&PostParams::default(), &SlimJob(job)).await {
             Ok(created) => {
                 ctx.index.remember(&created);
                 let note = format!("Created job {name} (manual run)");
@@ -376,17 +378,14 @@ async fn run_manual(
             }
         }
     }
-    // The answer decodes slim: only whether the request was removed matters.
+    if !rewrites {
+        return Ok(());
+    }
+    // The answer decodes slim: only whether the request was rewritten matters.
     let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
     let name = cj.metadata.name.as_deref().unwrap_or_default();
-    match cronjobs
-        .patch(
-            name,
-            &PatchParams::default(),
-            &remove_request(&manual.request),
-        )
-        .await
-    {
+    let patch = rewrite_request(&manual.request, manual.remaining.as_deref());
+    match cronjobs.patch(name, &PatchParams::default(), &patch).await {
         Ok(_) => Ok(()),
         // The request changed (a newer one, handled by the next reconcile) or went away.
         Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(()),
@@ -394,16 +393,26 @@ async fn run_manual(
     }
 }
 
-/// A JSON patch removing the trigger annotation only while it still holds `request`.
-fn remove_request(request: &str) -> Patch<()> {
-    use json_patch::{PatchOperation, RemoveOperation, TestOperation, jsonptr::PointerBuf};
+/// A JSON patch that, only while the trigger annotation still holds `request`, sets it to
+/// `remaining` (the times still to come) or removes it.
+fn rewrite_request(request: &str, remaining: Option<&str>) -> Patch<()> {
+    use json_patch::{
+        PatchOperation, RemoveOperation, ReplaceOperation, TestOperation, jsonptr::PointerBuf,
+    };
     let path = PointerBuf::from_tokens(["metadata", "annotations", ANNOTATION_TRIGGER]);
+    let then = match remaining {
+        Some(value) => PatchOperation::Replace(ReplaceOperation {
+            path: path.clone(),
+            value: value.into(),
+        }),
+        None => PatchOperation::Remove(RemoveOperation { path: path.clone() }),
+    };
     Patch::Json(json_patch::Patch(vec![
         PatchOperation::Test(TestOperation {
-            path: path.clone(),
+            path,
             value: request.into(),
         }),
-        PatchOperation::Remove(RemoveOperation { path }),
+        then,
     ]))
 }
 

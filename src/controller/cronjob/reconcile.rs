@@ -57,10 +57,12 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
     let jobs = observe::observe(ctx, &cj).await?;
     let plan = template::checked_plan(ctx, &cj, &jobs, view.records, now, &calendars).await;
     let requeue = plan.requeue_after;
+    let timed = plan.manual.as_ref().and_then(|m| m.next);
     let applied = apply::apply(ctx, &cj, plan).await;
     let requeue = if applied.invalid_template {
-        // Refused as invalid: nothing to do until the spec changes.
-        None
+        // Refused as invalid: nothing to do until the spec changes, but a run asked for at a
+        // later time (its own Warning says if its Job is refused too).
+        timed.map(|at| plan::requeue_for(at, now))
     } else {
         requeue
     };
@@ -108,10 +110,24 @@ pub fn error_policy(cj: Arc<CachedCronJob>, error: &Error, ctx: Arc<Context>) ->
     }
     let attempt = ctx.failures.record(&ObjectRef::from_obj(cj.as_ref()));
     let now = ctx.clock.now();
-    let next = cj
-        .to_cronjob()
-        .ok()
-        .and_then(|cj| plan::scheduling::next_run(&cj, now));
+    let cj = cj.to_cronjob().ok();
+    let slot = cj
+        .as_ref()
+        .and_then(|cj| plan::scheduling::next_run(cj, now));
+    // A run asked for at a later time is as urgent as a slot.
+    let timed = cj
+        .as_ref()
+        .and_then(|cj| {
+            cj.metadata
+                .annotations
+                .as_ref()?
+                .get(crate::api::ANNOTATION_TRIGGER)
+        })
+        .and_then(|value| crate::api::trigger::parse(value, now).next(now));
+    let next = match (slot, timed) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    };
     let delay = match next {
         Some(next) => retry_delay(attempt).min(plan::requeue_for(next, now)),
         None => retry_delay(attempt),

@@ -639,6 +639,46 @@ async fn a_request_replaced_meanwhile_is_left_for_the_next_reconcile() {
 }
 
 #[tokio::test]
+async fn a_request_for_a_later_time_makes_no_request_and_looks_again_at_its_time() {
+    // NOW is 10:01:00; the run is asked for 10:01:30, the next slot is 11:00.
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![]);
+    let action = h
+        .reconcile(triggered("2016-05-19T10:01:30Z"))
+        .await
+        .expect("reconcile");
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(30) + plan::NEXT_SCHEDULE_DELTA)
+    );
+    h.verdict(server).await;
+}
+
+#[tokio::test]
+async fn a_due_request_with_another_to_come_creates_one_job_and_keeps_the_other() {
+    const REQUEST: &str = "2016-05-19T10:00:30Z,2016-05-19T10:30:00Z";
+    let path = "/metadata/annotations/batch.kronjob.dev~1trigger";
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], "cj-mo7f54u")),
+        Expect::patch(CRONJOB)
+            .body(json!([
+                {"op": "test", "path": path, "value": REQUEST},
+                {"op": "replace", "path": path, "value": "2016-05-19T10:30:00Z"},
+            ]))
+            .ok(serde_json::to_value(cronjob("0 * * * *")).expect("json")),
+        event("SuccessfulCreate", "Normal"),
+    ]);
+    let action = h.reconcile(triggered(REQUEST)).await.expect("reconcile");
+    assert_eq!(
+        action,
+        Action::requeue(Duration::from_secs(29 * 60) + plan::NEXT_SCHEDULE_DELTA),
+        "looks again at 10:30"
+    );
+    h.verdict(server).await;
+}
+
+#[tokio::test]
 async fn a_request_that_is_not_a_time_warns_once_and_is_removed() {
     let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![

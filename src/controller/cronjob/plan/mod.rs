@@ -200,7 +200,7 @@ pub struct Plan {
     pub run: Option<Run>,
     /// Work that can wait, in order: active-list events, history deletes, scheduling events.
     pub actions: Vec<Action>,
-    /// A manual run asked for, after the slot's run.
+    /// The manual runs asked for (now or at a later time), after the slot's run.
     pub manual: Option<manual::Manual>,
     /// The failure policy's suspension: `spec.suspend: true` before anything else, and the
     /// status only once the API server accepted it.
@@ -218,7 +218,7 @@ pub struct Plan {
 impl Plan {
     /// The Jobs this plan creates: the slot's, then a manual run's.
     pub fn creates(&self) -> impl Iterator<Item = &Job> {
-        let manual = self.manual.iter().filter_map(|m| m.job.as_deref());
+        let manual = self.manual.iter().flat_map(|m| m.jobs.iter());
         self.run.iter().map(|r| r.job.as_ref()).chain(manual)
     }
 
@@ -412,8 +412,14 @@ pub fn plan_calendars(
         });
     }
     let dropped = queued.dropped.iter().map(|(_, why)| *why).collect();
-    let (manual, warning) = manual::requested(cj, &owned, cfg);
+    let (manual, warning) = manual::requested(cj, &owned, now, cfg);
     actions.extend(warning);
+    let mut requeue_after = decided.requeue_after;
+    if let Some(at) = manual.as_ref().and_then(|m| m.next) {
+        // A run asked for at a later time: look again when it comes, suspended or not.
+        let until = requeue_for(at, now);
+        requeue_after = Some(requeue_after.map_or(until, |d| d.min(until)));
+    }
     status.set_active(active);
     status.observed_generation = cj.metadata.generation;
     status.consecutive_failures = tally.count;
@@ -424,7 +430,7 @@ pub fn plan_calendars(
         suspend,
         actions,
         status,
-        requeue_after: decided.requeue_after,
+        requeue_after,
         dropped,
     }
 }
