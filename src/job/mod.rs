@@ -13,6 +13,7 @@
 //!   `dryRun=All` create of one carrying it);
 //! - [`delete`]: delete by name only while the UID is the one decided on.
 
+pub mod backfill;
 pub mod build;
 pub mod delete;
 pub mod dry_run;

@@ -78,7 +78,7 @@ pub fn ready_of(status: &CronJobStatus) -> Option<(&str, &str)> {
 
 /// Every field of `status`, as the merge patch must name them: an absent field is `null`, which
 /// removes it (an empty `active` list is removed, as upstream omits it).
-pub const STATUS_FIELDS: [&str; 12] = [
+pub const STATUS_FIELDS: [&str; 14] = [
     "active",
     "activeCount",
     "lastScheduleTime",
@@ -91,6 +91,8 @@ pub const STATUS_FIELDS: [&str; 12] = [
     "queued",
     "queuedCount",
     "conditions",
+    "missed",
+    "backfill",
 ];
 
 /// Record that `status` describes `generation` of the spec: `observedGeneration` and the
@@ -149,6 +151,8 @@ impl Serialize for Nulled<'_> {
             queued,
             queued_count,
             conditions,
+            missed,
+            backfill,
         } = self.0;
         let [
             f_active,
@@ -163,6 +167,8 @@ impl Serialize for Nulled<'_> {
             f_queued,
             f_queued_count,
             f_conditions,
+            f_missed,
+            f_backfill,
         ] = STATUS_FIELDS;
         let mut map = s.serialize_map(Some(STATUS_FIELDS.len()))?;
         map.serialize_entry(f_active, &(!active.is_empty()).then_some(active))?;
@@ -183,6 +189,8 @@ impl Serialize for Nulled<'_> {
             &(*queued_count != 0).then_some(queued_count),
         )?;
         map.serialize_entry(f_conditions, conditions)?;
+        map.serialize_entry(f_missed, missed)?;
+        map.serialize_entry(f_backfill, backfill)?;
         map.end()
     }
 }
@@ -215,6 +223,14 @@ mod tests {
                 observed_generation: None,
                 last_transition_time: Time(t("2024-01-01T00:00:00Z")),
             }],
+            missed: Some(vec![crate::api::MissedSlots {
+                after: None,
+                before: Time(t("2024-01-01T00:00:00Z")),
+            }]),
+            backfill: Some(crate::api::BackfillProgress {
+                request: "{}".into(),
+                created: 1,
+            }),
         }
     }
 
