@@ -14,9 +14,9 @@
 
 use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
-use crate::api::{ANNOTATION_BACKFILL, CronJob, MissedSlots};
+use crate::api::{ANNOTATION_BACKFILL, CronJob, CronJobStatus, MissedSlots};
 use crate::schedule::{self, Schedule};
 
 /// Most Jobs of one backfill running at once (`--parallel`).
@@ -130,7 +130,12 @@ impl Gap {
 /// The slots `cj` knows did not run: `status.missed`, or, before anything was recorded there,
 /// the slots up to its creation (none for a CronJob migrated from batch/v1).
 pub fn missed(cj: &CronJob) -> Vec<Gap> {
-    if let Some(list) = cj.status.as_ref().and_then(|s| s.missed.as_ref()) {
+    missed_of(&cj.metadata, cj.status.as_ref())
+}
+
+/// [`missed`] of the CronJob with `metadata` and `status`.
+pub fn missed_of(metadata: &ObjectMeta, status: Option<&CronJobStatus>) -> Vec<Gap> {
+    if let Some(list) = status.and_then(|s| s.missed.as_ref()) {
         return list
             .iter()
             .map(|m| Gap {
@@ -139,12 +144,11 @@ pub fn missed(cj: &CronJob) -> Vec<Gap> {
             })
             .collect();
     }
-    let migrated = cj
-        .metadata
+    let migrated = metadata
         .annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(MIGRATED_FROM));
-    match cj.metadata.creation_timestamp.as_ref() {
+    match metadata.creation_timestamp.as_ref() {
         // A slot at the creation second never runs either (the schedule starts after it).
         Some(created) if !migrated => vec![Gap {
             after: None,
@@ -212,7 +216,7 @@ pub fn subtract(gaps: &[Gap], from: Timestamp, through: Timestamp) -> Vec<Gap> {
             }
         }
     }
-    out.retain(|g| !(g.after.is_some_and(|a| a >= g.before)));
+    out.retain(|g| !g.is_empty());
     out
 }
 
@@ -253,7 +257,9 @@ pub fn schedule_of(cj: &CronJob) -> Result<(Schedule, TimeZone), String> {
     );
     let schedule = Schedule::parse_each(exprs, &key).map_err(|e| e.to_string())?;
     if schedule.every_seconds().is_some() {
-        return Err("an @every schedule cannot be backfilled: its slots depend on its last run".into());
+        return Err(
+            "an @every schedule cannot be backfilled: its slots depend on its last run".into(),
+        );
     }
     Ok((schedule, tz))
 }

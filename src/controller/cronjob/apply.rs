@@ -17,11 +17,12 @@ use kube::{Api, Resource};
 
 use super::context::Context;
 use super::error::Error;
+use super::plan::backfill::{self, Backfill};
 use super::plan::failures::Suspension;
 use super::plan::manual::Manual;
 use super::plan::{Action, Plan, Run, events};
 use super::status::observe_generation;
-use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
+use crate::api::{ANNOTATION_BACKFILL, ANNOTATION_TRIGGER, CronJob, CronJobStatus};
 use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::job::{self, Deletion, job_ref, refusal_message};
 
@@ -52,6 +53,7 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         actions,
         status,
         dropped,
+        backfill,
         ..
     } = plan;
     for why in dropped {
@@ -107,7 +109,104 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
     {
         applied.error.get_or_insert(e);
     }
+    if let Some(backfill) = backfill
+        && let Err(e) = run_backfill(ctx, cj, &on, backfill, &mut applied.status).await
+    {
+        applied.error.get_or_insert(e);
+    }
     applied
+}
+
+/// A backfill's step: create its Jobs oldest first, each recorded in the status (and this
+/// process's ledger) as soon as the API server has it, stopping at the first that fails; or
+/// remove a request that is done (then say so) or invalid.
+async fn run_backfill(
+    ctx: &Context,
+    cj: &CronJob,
+    on: &ObjectReference,
+    backfill: Backfill,
+    status: &mut CronJobStatus,
+) -> Result<(), Error> {
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cj.metadata.name.as_deref().unwrap_or_default();
+    let key = ObjectRef::new(name).within(namespace);
+    let uid = cj.metadata.uid.as_deref();
+    let (request, done) = match backfill {
+        Backfill::Run {
+            request: _,
+            from,
+            creates,
+        } => {
+            let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+            for (slot, job) in creates {
+                let job_name = job.metadata.name.clone().unwrap_or_default();
+                let _expected = ctx.index.expect_create(namespace, &job_name);
+                match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
+                    Ok(created) => {
+                        ctx.status.backfilled(&key, uid, from, slot);
+                        backfill::record_created(status, from, slot, true);
+                        ctx.metrics.jobs_created.inc();
+                        ctx.index.remember(&created);
+                        let note = format!("Created job {job_name} (backfill)");
+                        ctx.outbox
+                            .event(on, EventType::Normal, events::SUCCESSFUL_CREATE, note);
+                    }
+                    Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                        let existing = jobs.get(&job_name).await.map_err(Error::Kube)?;
+                        if !job::controlled_by(&existing.0, uid.unwrap_or_default()) {
+                            let note = format!(
+                                "Error creating job: job {job_name} already exists and is not controlled by this CronJob"
+                            );
+                            ctx.outbox
+                                .event(on, EventType::Warning, events::FAILED_CREATE, note);
+                            return Ok(());
+                        }
+                        // Its slot ran (created before a lost status write, or by the schedule).
+                        ctx.status.backfilled(&key, uid, from, slot);
+                        backfill::record_created(status, from, slot, false);
+                        ctx.index.remember(&existing);
+                    }
+                    Err(e) => {
+                        let why = job::invalid(&e)
+                            .map(refusal_message)
+                            .unwrap_or_else(|| e.to_string());
+                        let note = format!("Error creating job {job_name} (backfill): {why}");
+                        ctx.outbox
+                            .event(on, EventType::Warning, events::FAILED_CREATE, note);
+                        return Err(Error::Kube(e));
+                    }
+                }
+            }
+            return Ok(());
+        }
+        Backfill::Done { request, note } => (request, Some(note)),
+        Backfill::Invalid { request, warning } => {
+            if let Action::Event {
+                type_,
+                reason,
+                note,
+            } = warning
+            {
+                ctx.outbox.event(on, type_, reason, note);
+            }
+            (request, None)
+        }
+    };
+    let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = remove_annotation(ANNOTATION_BACKFILL, &request);
+    match cronjobs.patch(name, &PatchParams::default(), &patch).await {
+        Ok(_) => {
+            status.backfill = None;
+            if let Some(note) = done {
+                ctx.outbox
+                    .event(on, EventType::Normal, backfill::BACKFILL_DONE, note);
+            }
+            Ok(())
+        }
+        // The request changed (a new one, handled by the next reconcile) or went away.
+        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(()),
+        Err(e) => Err(Error::Kube(e)),
+    }
 }
 
 /// The failure policy's suspension: `spec.suspend: true` as a JSON patch that applies only to
@@ -384,8 +483,13 @@ async fn run_manual(
 
 /// A JSON patch removing the trigger annotation only while it still holds `request`.
 fn remove_request(request: &str) -> Patch<()> {
+    remove_annotation(ANNOTATION_TRIGGER, request)
+}
+
+/// A JSON patch removing the annotation `key` only while it still holds `request`.
+fn remove_annotation(key: &str, request: &str) -> Patch<()> {
     use json_patch::{PatchOperation, RemoveOperation, TestOperation, jsonptr::PointerBuf};
-    let path = PointerBuf::from_tokens(["metadata", "annotations", ANNOTATION_TRIGGER]);
+    let path = PointerBuf::from_tokens(["metadata", "annotations", key]);
     Patch::Json(json_patch::Patch(vec![
         PatchOperation::Test(TestOperation {
             path: path.clone(),

@@ -266,7 +266,7 @@ mod tests {
             let text = serde_json::to_string(&StatusPatch::new(&status, rv)).expect("encodes");
             let patch: serde_json::Value = serde_json::from_str(&text).expect("JSON");
             assert_eq!(patch, by_definition(&status, rv));
-            assert_eq!(patch["status"].as_object().map(|m| m.len()), Some(12));
+            assert_eq!(patch["status"].as_object().map(|m| m.len()), Some(14));
         }
     }
 

@@ -15,8 +15,10 @@ fn gap(after: Option<&str>, before: &str) -> Gap {
 
 #[test]
 fn requests_parse_and_refuse_what_makes_no_range() {
-    let ok = Request::parse(r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T01:00:00Z","parallel":3}"#)
-        .expect("valid");
+    let ok = Request::parse(
+        r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T01:00:00Z","parallel":3}"#,
+    )
+    .expect("valid");
     assert_eq!(ok.parallel, 3);
     assert_eq!(Request::parse(&ok.value()), Ok(ok), "the value reads back");
     let one = Request::parse(r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z"}"#)
@@ -25,11 +27,26 @@ fn requests_parse_and_refuse_what_makes_no_range() {
     let refused = [
         ("not json", "not a JSON object"),
         (r#"{"to":"2026-01-01T00:00:00Z"}"#, "\"from\""),
-        (r#"{"from":"yesterday","to":"2026-01-01T00:00:00Z"}"#, "RFC 3339"),
-        (r#"{"from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}"#, "before"),
-        (r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z","parallel":0}"#, "1 to 10"),
-        (r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z","parallel":11}"#, "1 to 10"),
-        (r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z","parallel":"2"}"#, "number"),
+        (
+            r#"{"from":"yesterday","to":"2026-01-01T00:00:00Z"}"#,
+            "RFC 3339",
+        ),
+        (
+            r#"{"from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}"#,
+            "before",
+        ),
+        (
+            r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z","parallel":0}"#,
+            "1 to 10",
+        ),
+        (
+            r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z","parallel":11}"#,
+            "1 to 10",
+        ),
+        (
+            r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-01T00:00:00Z","parallel":"2"}"#,
+            "number",
+        ),
     ];
     for (value, says) in refused {
         let e = Request::parse(value).expect_err(value);
@@ -133,7 +150,11 @@ fn subtracting_what_ran_splits_a_range_at_most_once() {
     ];
     for (what, (from, through), want) in cases {
         assert_eq!(subtract(&[whole], t(from), t(through)), want, "{what}");
-        for s in ["2026-01-01T10:05:00Z", "2026-01-01T10:15:00Z", "2026-01-01T10:50:00Z"] {
+        for s in [
+            "2026-01-01T10:05:00Z",
+            "2026-01-01T10:15:00Z",
+            "2026-01-01T10:50:00Z",
+        ] {
             let ran = t(from) <= t(s) && t(s) <= t(through);
             assert_eq!(
                 contains(&subtract(&[whole], t(from), t(through)), t(s)),
@@ -144,7 +165,11 @@ fn subtracting_what_ran_splits_a_range_at_most_once() {
     }
     let open = gap(None, "2026-01-01T10:00:01Z");
     assert_eq!(
-        subtract(&[open], t("2026-01-01T09:50:00Z"), t("2026-01-01T09:52:00Z")),
+        subtract(
+            &[open],
+            t("2026-01-01T09:50:00Z"),
+            t("2026-01-01T09:52:00Z")
+        ),
         vec![
             gap(None, "2026-01-01T09:50:00Z"),
             gap(Some("2026-01-01T09:52:00Z"), "2026-01-01T10:00:01Z"),
@@ -157,7 +182,10 @@ fn before_anything_is_recorded_only_the_slots_up_to_creation_never_ran() {
     let cj = cronjob("* * * * *");
     let created = t(CREATED);
     let gaps = missed(&cj);
-    assert!(contains(&gaps, created), "the creation minute itself never ran");
+    assert!(
+        contains(&gaps, created),
+        "the creation minute itself never ran"
+    );
     assert!(contains(&gaps, created - SignedDuration::from_hours(48)));
     assert!(!contains(&gaps, created + SignedDuration::from_secs(60)));
 
@@ -166,29 +194,47 @@ fn before_anything_is_recorded_only_the_slots_up_to_creation_never_ran() {
         MIGRATED_FROM.to_string(),
         "batch/v1".to_string(),
     )]));
-    assert!(missed(&migrated).is_empty(), "batch/v1's past is unknown: it ran");
+    assert!(
+        missed(&migrated).is_empty(),
+        "batch/v1's past is unknown: it ran"
+    );
 
     let mut recorded = cronjob("* * * * *");
     recorded.status = Some(CronJobStatus {
         missed: Some(vec![]),
         ..Default::default()
     });
-    assert!(missed(&recorded).is_empty(), "a record replaces the creation rule");
+    assert!(
+        missed(&recorded).is_empty(),
+        "a record replaces the creation rule"
+    );
 }
 
 #[test]
 fn slots_of_a_range_oldest_first_bounded_and_once_on_a_dst_day() {
     let cj = cronjob("*/15 * * * *");
     let (schedule, tz) = schedule_of(&cj).expect("schedule");
-    let got = slots_between(&schedule, &tz, t("2026-01-01T10:00:00Z"), t("2026-01-01T10:45:00Z"), 10)
-        .expect("few");
+    let got = slots_between(
+        &schedule,
+        &tz,
+        t("2026-01-01T10:00:00Z"),
+        t("2026-01-01T10:45:00Z"),
+        10,
+    )
+    .expect("few");
     let want: Vec<Timestamp> = ["10:00", "10:15", "10:30", "10:45"]
         .iter()
         .map(|hm| t(&format!("2026-01-01T{hm}:00Z")))
         .collect();
     assert_eq!(got, want, "both ends are in the range");
     assert_eq!(
-        slots_between(&schedule, &tz, t("2026-01-01T10:00:00Z"), t("2026-01-02T10:00:00Z"), 10),
+        slots_between(
+            &schedule,
+            &tz,
+            t("2026-01-01T10:00:00Z"),
+            t("2026-01-02T10:00:00Z"),
+            10
+        ),
         Err(11)
     );
 
@@ -196,8 +242,14 @@ fn slots_of_a_range_oldest_first_bounded_and_once_on_a_dst_day() {
     berlin.spec.time_zone = Some("Europe/Berlin".into());
     let (schedule, tz) = schedule_of(&berlin).expect("schedule");
     // 29 March 2026: 02:00 becomes 03:00; the 02:30 slot runs once, at 03:00 (01:00 UTC).
-    let got = slots_between(&schedule, &tz, t("2026-03-28T00:00:00Z"), t("2026-03-30T23:00:00Z"), 10)
-        .expect("few");
+    let got = slots_between(
+        &schedule,
+        &tz,
+        t("2026-03-28T00:00:00Z"),
+        t("2026-03-30T23:00:00Z"),
+        10,
+    )
+    .expect("few");
     assert_eq!(
         got,
         vec![
@@ -208,7 +260,7 @@ fn slots_of_a_range_oldest_first_bounded_and_once_on_a_dst_day() {
     );
 
     let every = cronjob("@every 1h");
-    assert!(schedule_of(&every).unwrap_err().contains("@every"));
+    assert!(schedule_of(&every).expect_err("@every").contains("@every"));
 }
 
 #[test]
@@ -220,7 +272,8 @@ fn a_range_plan_runs_only_missed_slots_without_a_job() {
         ..Default::default()
     });
     let gaps = vec![gap(Some("2026-01-01T10:00:00Z"), "2026-01-01T11:00:00Z")];
-    let request = Request::new(t("2026-01-01T09:40:00Z"), t("2026-01-01T13:00:00Z"), 2).expect("ok");
+    let request =
+        Request::new(t("2026-01-01T09:40:00Z"), t("2026-01-01T13:00:00Z"), 2).expect("ok");
     let now = t("2026-01-01T11:15:00Z");
     let exists = |s: Timestamp| s == t("2026-01-01T10:20:00Z");
     let got = plan_slots(&cj, &request, &gaps, now, exists).expect("plan");
