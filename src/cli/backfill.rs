@@ -66,9 +66,8 @@ impl BackfillArgs {
 /// range that ends before it starts or in the future, and `--parallel` out of 1 to 10.
 pub fn request_of(args: &BackfillArgs, now: Timestamp) -> Result<Request, CliError> {
     let time = |flag: &str, text: &str| {
-        text.parse::<Timestamp>().map_err(|e| {
-            CliError::Usage(format!("--{flag} {text:?} is not an RFC 3339 time: {e}"))
-        })
+        text.parse::<Timestamp>()
+            .map_err(|e| CliError::Usage(format!("--{flag} {text:?} is not an RFC 3339 time: {e}")))
     };
     let from = time("from", &args.from)?;
     let to = time("to", &args.to)?;
@@ -84,8 +83,7 @@ pub fn request_of(args: &BackfillArgs, now: Timestamp) -> Result<Request, CliErr
             args.parallel
         )));
     }
-    Request::new(from, to, args.parallel)
-        .map_err(|e| CliError::Usage(format!("--from/--to: {e}")))
+    Request::new(from, to, args.parallel).map_err(|e| CliError::Usage(format!("--from/--to: {e}")))
 }
 
 /// Run `backfill` with `client` at `now`.
@@ -101,7 +99,8 @@ pub async fn run(
     let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let cj = cronjobs.get(&args.name).await?;
     let what = format!("cronjob.batch.kronjob.dev/{}", args.name);
-    let (_, tz) = backfill::schedule_of(&cj).map_err(|e| CliError::Failed(format!("{what}: {e}")))?;
+    let (_, tz) =
+        backfill::schedule_of(&cj).map_err(|e| CliError::Failed(format!("{what}: {e}")))?;
     let existing = job_names(&jobs, &cj).await?;
     let exists = |slot| existing.contains(&scheduled_name(&args.name, slot));
     let slots = backfill::plan_slots(&cj, &request, &backfill::missed(&cj), now, exists)
@@ -164,7 +163,10 @@ pub async fn run(
         writeln!(out, "{what}: joining the backfill in progress")?;
     }
     if args.wait.is_zero() {
-        writeln!(out, "{what} backfill requested: the manager creates the Jobs")?;
+        writeln!(
+            out,
+            "{what} backfill requested: the manager creates the Jobs"
+        )?;
         return Ok(());
     }
     wait(&cronjobs, &jobs, &cj, args, &value, &to_run, out).await

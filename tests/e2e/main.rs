@@ -12,6 +12,7 @@
 
 mod admission;
 mod alerts;
+mod backfill;
 mod cronjob;
 mod enqueue;
 mod failure_policy;
@@ -78,6 +79,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
     [
         admission::cases(),
         alerts::cases(),
+        backfill::cases(),
         cronjob::cases(),
         enqueue::cases(),
         failure_policy::cases(),

@@ -169,7 +169,20 @@ pub fn step(
         if rest != gaps {
             status.missed = Some(backfill::to_status(&rest));
         }
-        let created = usize::try_from(progress.created.max(0)).unwrap_or(0);
+        // The count the status kept, or the backfill's Jobs of the range that exist when more
+        // (a count lost to a conflicting status write).
+        let present = slots
+            .iter()
+            .filter(|(slot, _)| {
+                let name = name(*slot);
+                owned.iter().any(|j| {
+                    j.metadata.name.as_deref() == Some(name.as_str()) && jobs::backfilled(j)
+                })
+            })
+            .count();
+        let created = usize::try_from(progress.created.max(0))
+            .unwrap_or(0)
+            .max(present);
         let note = format!(
             "Backfill of {} to {} done: {created} {} created, {} {} already run",
             parsed.from,
