@@ -689,7 +689,17 @@ fn revert_refusals() {
     several.spec.schedules = Some(vec!["0 9 * * *".into(), "0 17 * * *".into()]);
     let mut queued = migrated(State::Complete, false);
     queued.spec.concurrency_policy = crate::api::ConcurrencyPolicy::Enqueue;
+    let mut backfilling = migrated(State::Complete, false);
+    backfilling.metadata.annotations.get_or_insert_default().insert(
+        crate::api::ANNOTATION_BACKFILL.into(),
+        r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":1}"#.into(),
+    );
     let cases = [
+        (
+            None,
+            Some(&backfilling),
+            r#"cronjob.batch.kronjob.dev/cj has a backfill in progress (batch.kronjob.dev/backfill: {"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":1}), which batch/v1 cannot run: wait for it to finish, or remove the annotation to cancel it"#,
+        ),
         (
             None,
             Some(&queued),
