@@ -15,7 +15,7 @@ use serde_json::Value;
 
 pub use super::rules::ErrorKind;
 use super::rules::{EACH, Rule, Scope, lookup, rules};
-use super::{ConcurrencyPolicy, GROUP};
+use super::{ANNOTATION_BACKFILL, ConcurrencyPolicy, GROUP};
 use crate::schedule::{Schedule, time_zone};
 
 /// The admission operation being validated.
@@ -174,7 +174,25 @@ pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<Field
     if !zone_unchanged && !zone_rule_failed {
         zone_errors(object, &mut errors);
     }
+    backfill_errors(object, &mut errors);
     errors
+}
+
+/// (f) A backfill request (`kubectl kronjob backfill`) reads as one: RFC 3339 `from` and `to`,
+/// `to` not before `from`, `parallel` 1 to 10.
+fn backfill_errors(object: &Value, errors: &mut Vec<FieldError>) {
+    let Some(value) = lookup(object, &["metadata", "annotations", ANNOTATION_BACKFILL]) else {
+        return;
+    };
+    let path = format!("metadata.annotations[{ANNOTATION_BACKFILL}]");
+    match value.as_str() {
+        None => errors.push(FieldError::invalid(path, value.clone(), "must be a string")),
+        Some(text) => {
+            if let Err(why) = super::backfill::Request::parse(text) {
+                errors.push(FieldError::invalid(path, value.clone(), why));
+            }
+        }
+    }
 }
 
 /// (a) The shared rule table; whether a time-zone rule failed.
@@ -370,6 +388,45 @@ mod tests {
         assert!(got.contains(&"spec.concurrencyPolicy: Unsupported value: \"Sometimes\": supported values: \"Allow\", \"Forbid\", \"Replace\", \"Enqueue\"".to_string()), "{got:?}");
         assert!(got.contains(&"spec.schedule: Invalid value: \"61 * * * *\": end of range (61) above maximum (59): 61".to_string()), "{got:?}");
         assert_eq!(got.len(), 3, "{got:?}");
+    }
+
+    #[test]
+    fn a_backfill_request_must_read_as_one() {
+        let key = ANNOTATION_BACKFILL;
+        let cases = [
+            (
+                r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":3}"#,
+                None,
+            ),
+            (
+                r#"{"from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}"#,
+                Some("\"to\" 2026-01-01T00:00:00Z is before \"from\" 2026-01-02T00:00:00Z"),
+            ),
+            (
+                r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":50}"#,
+                Some("\"parallel\" must be 1 to 10, not 50"),
+            ),
+            (
+                r#"{"to":"2026-01-02T00:00:00Z"}"#,
+                Some("\"from\" (an RFC 3339 time) is required"),
+            ),
+        ];
+        for (value, want) in cases {
+            let mut o = valid();
+            o["metadata"]["annotations"] = json!({ key: value });
+            let got = rendered(&o, None, Operation::Update);
+            match want {
+                None => assert!(got.is_empty(), "{value}: {got:?}"),
+                Some(why) => assert_eq!(
+                    got,
+                    [format!(
+                        "metadata.annotations[{key}]: Invalid value: {}: {why}",
+                        json!(value)
+                    )],
+                    "{value}"
+                ),
+            }
+        }
     }
 
     #[test]

@@ -16,11 +16,10 @@ use jiff::tz::TimeZone;
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
+pub use crate::api::backfill::{MAX_PARALLEL, Request};
 use crate::api::{ANNOTATION_BACKFILL, CronJob, CronJobStatus, MissedSlots};
 use crate::schedule::{self, Schedule};
 
-/// Most Jobs of one backfill running at once (`--parallel`).
-pub const MAX_PARALLEL: u32 = 10;
 /// Most slots in one backfill's range: a longer range is refused (and the controller's work
 /// per reconcile stays bounded).
 pub const MAX_SLOTS: usize = 1000;
@@ -28,67 +27,6 @@ pub const MAX_SLOTS: usize = 1000;
 pub const MAX_MISSED_RANGES: usize = 20;
 /// The annotation `kubectl kronjob migrate` leaves on a CronJob migrated from batch/v1.
 pub const MIGRATED_FROM: &str = "batch.kronjob.dev/migrated-from";
-
-/// A backfill request: the slots of `[from, to]`, at most `parallel` Jobs at a time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Request {
-    /// The first instant of the range (inclusive).
-    pub from: Timestamp,
-    /// The last instant of the range (inclusive).
-    pub to: Timestamp,
-    /// Most Jobs of the backfill unfinished at once, 1 to [`MAX_PARALLEL`].
-    pub parallel: u32,
-}
-
-impl Request {
-    /// Read the annotation's value: `{"from": T1, "to": T2, "parallel": N}`; `parallel`
-    /// defaults to 1.
-    pub fn parse(value: &str) -> Result<Request, String> {
-        let v: serde_json::Value =
-            serde_json::from_str(value).map_err(|e| format!("not a JSON object: {e}"))?;
-        let time = |field: &str| -> Result<Timestamp, String> {
-            let text = v
-                .get(field)
-                .and_then(|t| t.as_str())
-                .ok_or_else(|| format!("{field:?} (an RFC 3339 time) is required"))?;
-            text.parse()
-                .map_err(|e| format!("{field:?} is not an RFC 3339 time: {e}"))
-        };
-        let from = time("from")?;
-        let to = time("to")?;
-        let parallel = match v.get("parallel") {
-            None => 1,
-            Some(n) => n
-                .as_u64()
-                .and_then(|n| u32::try_from(n).ok())
-                .ok_or_else(|| format!("\"parallel\" must be a number, not {n}"))?,
-        };
-        Request::new(from, to, parallel)
-    }
-
-    /// A request, checked: `from` not after `to`, `parallel` within 1 to [`MAX_PARALLEL`].
-    pub fn new(from: Timestamp, to: Timestamp, parallel: u32) -> Result<Request, String> {
-        if to < from {
-            return Err(format!("\"to\" {to} is before \"from\" {from}"));
-        }
-        if !(1..=MAX_PARALLEL).contains(&parallel) {
-            return Err(format!(
-                "\"parallel\" must be 1 to {MAX_PARALLEL}, not {parallel}"
-            ));
-        }
-        Ok(Request { from, to, parallel })
-    }
-
-    /// The annotation's value.
-    pub fn value(&self) -> String {
-        serde_json::json!({
-            "from": self.from.to_string(),
-            "to": self.to.to_string(),
-            "parallel": self.parallel,
-        })
-        .to_string()
-    }
-}
 
 /// The backfill request on `cj`, if any: its annotation's value.
 pub fn requested(cj: &CronJob) -> Option<&str> {

@@ -690,10 +690,14 @@ fn revert_refusals() {
     let mut queued = migrated(State::Complete, false);
     queued.spec.concurrency_policy = crate::api::ConcurrencyPolicy::Enqueue;
     let mut backfilling = migrated(State::Complete, false);
-    backfilling.metadata.annotations.get_or_insert_default().insert(
-        crate::api::ANNOTATION_BACKFILL.into(),
-        r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":1}"#.into(),
-    );
+    backfilling
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(
+            crate::api::ANNOTATION_BACKFILL.into(),
+            r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":1}"#.into(),
+        );
     let cases = [
         (
             None,
