@@ -333,6 +333,7 @@ mod tests {
             job("failed").manual().failed_at("2024-01-01T00:01:00Z"),
             job("going").scheduled().deleting(),
             job("stranger"),
+            backfilled(job("backfilled").scheduled_for("2024-01-01T00:00:00Z")),
         ];
         for full in cases {
             let text = serde_json::to_string(&full).expect("json");
@@ -343,6 +344,7 @@ mod tests {
             let back = cached.to_job("ns", name);
             assert_eq!(job::controller_uid(&back), job::controller_uid(&full));
             assert_eq!(job::ran_for(&back), job::ran_for(&full));
+            assert_eq!(job::backfilled(&back), job::backfilled(&full), "{name}");
             assert_eq!(job::finish(&back), job::finish(&full));
             assert_eq!(back.metadata.name, full.metadata.name);
             assert_eq!(back.metadata.uid, full.metadata.uid);
@@ -359,6 +361,14 @@ mod tests {
             CachedJob::of(&job("run").scheduled()).owner_uid(),
             Some(CJ_UID)
         );
+    }
+
+    fn backfilled(mut job: Job) -> Job {
+        job.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ANNOTATION_BACKFILLED.into(), "true".into());
+        job
     }
 
     #[test]

@@ -770,6 +770,55 @@ mod tests {
         assert!(view.records.stored >= Some(t(S1)) && view.records.stored < Some(t(S2)));
     }
 
+    /// A cached CronJob at `rv` whose status records `missed` as `status.missed`.
+    fn missing(rv: &str, missed: serde_json::Value) -> Arc<CachedCronJob> {
+        let cronjob = serde_json::json!({
+            "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+            "metadata": {"name": "cj", "namespace": "ns", "uid": "uid", "resourceVersion": rv,
+                "creationTimestamp": "2024-01-01T09:00:00Z"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {}},
+            "status": {"lastScheduleTime": "2024-01-01T10:00:00Z", "missed": missed},
+        });
+        Arc::new(serde_json::from_str(&cronjob.to_string()).expect("a CronJob"))
+    }
+
+    #[tokio::test]
+    async fn backfilled_slots_are_remembered_until_a_stored_status_no_longer_lists_them() {
+        let (service, _api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let writer = StatusWriter::new(Client::new(service, "default"), Gate::new(), reconcile);
+        let key = ObjectRef::new("cj").within("ns");
+        let t = |s: &str| s.parse::<Timestamp>().expect("time");
+        let gap = serde_json::json!([{"after": "2024-01-01T09:30:00Z", "before": "2024-01-01T09:40:00Z"}]);
+        let before = missing("5", gap.clone());
+        assert_eq!(writer.view(before.clone()).records.backfilled, None);
+        let (from, s1, s2) = (
+            t("2024-01-01T09:31:00Z"),
+            t("2024-01-01T09:31:00Z"),
+            t("2024-01-01T09:32:00Z"),
+        );
+        writer.backfilled(&key, Some("uid"), from, s1);
+        writer.backfilled(&key, Some("uid"), from, s2);
+        assert_eq!(
+            writer.view(before.clone()).records.backfilled,
+            Some((from, s2)),
+            "the range grows"
+        );
+        // A version that still lists them does not settle it.
+        writer.observed(&missing("6", gap));
+        assert_eq!(
+            writer.view(before.clone()).records.backfilled,
+            Some((from, s2))
+        );
+        // A stored status without them does.
+        let stored = missing(
+            "7",
+            serde_json::json!([{"after": "2024-01-01T09:32:00Z", "before": "2024-01-01T09:40:00Z"}]),
+        );
+        writer.observed(&stored);
+        assert_eq!(writer.view(stored).records.backfilled, None);
+    }
+
     #[tokio::test]
     async fn submissions_before_the_write_coalesce_into_one_patch_of_the_last_status() {
         let (service, mut api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
