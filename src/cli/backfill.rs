@@ -232,3 +232,57 @@ async fn wait(
         tokio::time::sleep(POLL).await;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+    use crate::testing::fixtures::t;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        args: BackfillArgs,
+    }
+
+    fn request(flags: &[&str]) -> Result<Request, String> {
+        let argv = ["backfill", "cj"].iter().chain(flags);
+        let flags = Flags::try_parse_from(argv).map_err(|e| e.to_string())?;
+        request_of(&flags.args, t("2026-01-02T00:00:30Z")).map_err(|e| {
+            assert_eq!(e.exit_code(), 2, "a usage error: {e}");
+            e.to_string()
+        })
+    }
+
+    #[test]
+    fn the_flags_make_a_request_or_a_usage_error() {
+        let ok = request(&[
+            "--from",
+            "2026-01-01T00:00:00Z",
+            "--to",
+            "2026-01-02T00:00:00Z",
+        ])
+        .expect("valid");
+        assert_eq!(ok.parallel, 1, "one at a time by default");
+        let cases = [
+            (vec!["--to", "2026-01-03T00:00:00Z"], "is in the future"),
+            (vec!["--to", "tomorrow"], "not an RFC 3339 time"),
+            (vec!["--to", "2025-12-31T00:00:00Z"], "is before"),
+            (
+                vec!["--to", "2026-01-02T00:00:00Z", "--parallel", "11"],
+                "--parallel must be 1 to 10",
+            ),
+            (
+                vec!["--to", "2026-01-02T00:00:00Z", "--parallel", "0"],
+                "--parallel must be 1 to 10",
+            ),
+        ];
+        for (rest, says) in cases {
+            let mut flags = vec!["--from", "2026-01-01T00:00:00Z"];
+            flags.extend(rest);
+            let e = request(&flags).expect_err(says);
+            assert!(e.contains(says), "{flags:?}: {e}");
+        }
+    }
+}
