@@ -188,3 +188,32 @@ async fn one_post_per_missed_slot_parallel_at_most_a_restart_and_the_repeat_crea
         r.shut_down().await;
     }
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_job_the_api_server_refuses_ends_the_request_with_a_warning() {
+    let clock = TokioClock::new(t(START));
+    let sim = ApiSim::new(CostModel::measured()).with_clock(sim_clock(clock.clone()));
+    seed(&sim);
+    let running = synced_controller(&sim, &clock).await;
+    sim.set_validator(
+        &Resource::jobs(),
+        std::sync::Arc::new(|_: &serde_json::Value| {
+            Err(kronjob_apisim::Invalid::field(
+                "spec.template.spec.containers[0].image",
+                "FieldValueRequired",
+                "Required value",
+            ))
+        }),
+    );
+    ask(&sim, 3).await;
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert_eq!(posts(&sim), 1, "one refused create, not retried: {:?}", sim.counts());
+    assert!(created_jobs(&sim).is_empty());
+    assert_eq!(requested(&sim), None, "the request is removed");
+    let failed = events_with(&sim, "FailedCreate");
+    assert!(
+        failed.iter().any(|n| n.contains("(backfill)") && n.contains("Required value")),
+        "{failed:?}"
+    );
+    running.shut_down().await;
+}

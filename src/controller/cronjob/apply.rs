@@ -131,65 +131,79 @@ async fn run_backfill(
     let name = cj.metadata.name.as_deref().unwrap_or_default();
     let key = ObjectRef::new(name).within(namespace);
     let uid = cj.metadata.uid.as_deref();
-    let (request, done) = match backfill {
-        Backfill::Run {
-            request: _,
-            from,
-            creates,
-        } => {
-            let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
-            for (slot, job) in creates {
-                let job_name = job.metadata.name.clone().unwrap_or_default();
-                let _expected = ctx.index.expect_create(namespace, &job_name);
-                match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
-                    Ok(created) => {
-                        ctx.status.backfilled(&key, uid, from, slot);
-                        backfill::record_created(status, from, slot, true);
-                        ctx.metrics.jobs_created.inc();
-                        ctx.index.remember(&created);
-                        let note = format!("Created job {job_name} (backfill)");
-                        ctx.outbox
-                            .event(on, EventType::Normal, events::SUCCESSFUL_CREATE, note);
-                    }
-                    Err(kube::Error::Api(s)) if s.is_already_exists() => {
-                        let existing = jobs.get(&job_name).await.map_err(Error::Kube)?;
-                        if !job::controlled_by(&existing.0, uid.unwrap_or_default()) {
-                            let note = format!(
-                                "Error creating job: job {job_name} already exists and is not controlled by this CronJob"
+    let (request, done) = 'run: {
+        match backfill {
+            Backfill::Run {
+                request,
+                from,
+                creates,
+            } => {
+                let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+                for (slot, job) in creates {
+                    let job_name = job.metadata.name.clone().unwrap_or_default();
+                    let _expected = ctx.index.expect_create(namespace, &job_name);
+                    match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
+                        Ok(created) => {
+                            ctx.status.backfilled(&key, uid, from, slot);
+                            backfill::record_created(status, from, slot, true);
+                            ctx.metrics.jobs_created.inc();
+                            ctx.index.remember(&created);
+                            let note = format!("Created job {job_name} (backfill)");
+                            ctx.outbox.event(
+                                on,
+                                EventType::Normal,
+                                events::SUCCESSFUL_CREATE,
+                                note,
                             );
+                        }
+                        Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                            let existing = jobs.get(&job_name).await.map_err(Error::Kube)?;
+                            if !job::controlled_by(&existing.0, uid.unwrap_or_default()) {
+                                let note = format!(
+                                    "Error creating job: job {job_name} already exists and is not controlled by this CronJob"
+                                );
+                                ctx.outbox.event(
+                                    on,
+                                    EventType::Warning,
+                                    events::FAILED_CREATE,
+                                    note,
+                                );
+                                return Ok(());
+                            }
+                            // Its slot ran (created before a lost status write, or by the schedule).
+                            ctx.status.backfilled(&key, uid, from, slot);
+                            backfill::record_created(status, from, slot, false);
+                            ctx.index.remember(&existing);
+                        }
+                        Err(e) => {
+                            let refused = job::invalid(&e).map(refusal_message);
+                            let why = refused.clone().unwrap_or_else(|| e.to_string());
+                            let note = format!("Error creating job {job_name} (backfill): {why}");
                             ctx.outbox
                                 .event(on, EventType::Warning, events::FAILED_CREATE, note);
-                            return Ok(());
+                            if refused.is_none() {
+                                return Err(Error::Kube(e));
+                            }
+                            // The template makes no valid Job: retrying cannot help; the request
+                            // goes (a new one after fixing the spec runs what is left).
+                            break 'run (request, None);
                         }
-                        // Its slot ran (created before a lost status write, or by the schedule).
-                        ctx.status.backfilled(&key, uid, from, slot);
-                        backfill::record_created(status, from, slot, false);
-                        ctx.index.remember(&existing);
-                    }
-                    Err(e) => {
-                        let why = job::invalid(&e)
-                            .map(refusal_message)
-                            .unwrap_or_else(|| e.to_string());
-                        let note = format!("Error creating job {job_name} (backfill): {why}");
-                        ctx.outbox
-                            .event(on, EventType::Warning, events::FAILED_CREATE, note);
-                        return Err(Error::Kube(e));
                     }
                 }
+                return Ok(());
             }
-            return Ok(());
-        }
-        Backfill::Done { request, note } => (request, Some(note)),
-        Backfill::Invalid { request, warning } => {
-            if let Action::Event {
-                type_,
-                reason,
-                note,
-            } = warning
-            {
-                ctx.outbox.event(on, type_, reason, note);
+            Backfill::Done { request, note } => (request, Some(note)),
+            Backfill::Invalid { request, warning } => {
+                if let Action::Event {
+                    type_,
+                    reason,
+                    note,
+                } = warning
+                {
+                    ctx.outbox.event(on, type_, reason, note);
+                }
+                (request, None)
             }
-            (request, None)
         }
     };
     let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
