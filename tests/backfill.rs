@@ -207,12 +207,19 @@ async fn a_job_the_api_server_refuses_ends_the_request_with_a_warning() {
     );
     ask(&sim, 3).await;
     tokio::time::sleep(Duration::from_secs(10)).await;
-    assert_eq!(posts(&sim), 1, "one refused create, not retried: {:?}", sim.counts());
+    assert_eq!(
+        posts(&sim),
+        1,
+        "one refused create, not retried: {:?}",
+        sim.counts()
+    );
     assert!(created_jobs(&sim).is_empty());
     assert_eq!(requested(&sim), None, "the request is removed");
     let failed = events_with(&sim, "FailedCreate");
     assert!(
-        failed.iter().any(|n| n.contains("(backfill)") && n.contains("Required value")),
+        failed
+            .iter()
+            .any(|n| n.contains("(backfill)") && n.contains("Required value")),
         "{failed:?}"
     );
     running.shut_down().await;
