@@ -36,8 +36,9 @@ pub struct Applied {
     /// The create was refused as invalid (422): the status says so, and nothing is retried
     /// until the spec changes.
     pub invalid_template: bool,
-    /// The CronJob as the failure policy's suspension left it (decoded as the cache decodes):
-    /// the status is written on top of this version.
+    /// The CronJob as the failure policy's suspension (or the removal of a finished backfill's
+    /// request) left it (decoded as the cache decodes): the status is written on top of this
+    /// version.
     pub suspended: Option<Arc<CachedCronJob>>,
     /// Nothing was done and `status` must not be written: the suspension was not accepted
     /// (the spec changed since the plan, or the request failed).
@@ -109,24 +110,32 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
     {
         applied.error.get_or_insert(e);
     }
-    if let Some(backfill) = backfill
-        && let Err(e) = run_backfill(ctx, cj, &on, backfill, &mut applied.status).await
-    {
-        applied.error.get_or_insert(e);
+    if let Some(backfill) = backfill {
+        let base = applied.suspended.clone();
+        match run_backfill(ctx, cj, &on, backfill, base, &mut applied.status).await {
+            Ok(Some(patched)) => applied.suspended = Some(patched),
+            Ok(None) => {}
+            Err(e) => {
+                applied.error.get_or_insert(e);
+            }
+        }
     }
     applied
 }
 
 /// A backfill's step: create its Jobs oldest first, each recorded in the status (and this
 /// process's ledger) as soon as the API server has it, stopping at the first that fails; or
-/// remove a request that is done (then say so) or invalid.
+/// remove a request that is done (then say so) or invalid, and give the CronJob as that left
+/// it (`base`: the version the plan's status goes on, when not `cj`'s), for the status write
+/// to go on top of it.
 async fn run_backfill(
     ctx: &Context,
     cj: &CronJob,
     on: &ObjectReference,
     backfill: Backfill,
+    base: Option<Arc<CachedCronJob>>,
     status: &mut CronJobStatus,
-) -> Result<(), Error> {
+) -> Result<Option<Arc<CachedCronJob>>, Error> {
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
     let name = cj.metadata.name.as_deref().unwrap_or_default();
     let key = ObjectRef::new(name).within(namespace);
@@ -168,7 +177,7 @@ async fn run_backfill(
                                     events::FAILED_CREATE,
                                     note,
                                 );
-                                return Ok(());
+                                return Ok(None);
                             }
                             // Its slot ran (created before a lost status write, or by the schedule).
                             ctx.status.backfilled(&key, uid, from, slot);
@@ -190,7 +199,7 @@ async fn run_backfill(
                         }
                     }
                 }
-                return Ok(());
+                return Ok(None);
             }
             Backfill::Done { request, note } => (request, Some(note)),
             Backfill::Invalid { request, warning } => {
@@ -209,16 +218,23 @@ async fn run_backfill(
     let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
     let patch = remove_annotation(ANNOTATION_BACKFILL, &request);
     match cronjobs.patch(name, &PatchParams::default(), &patch).await {
-        Ok(_) => {
+        Ok(patched) => {
             status.backfill = None;
             if let Some(note) = done {
                 ctx.outbox
                     .event(on, EventType::Normal, backfill::BACKFILL_DONE, note);
             }
-            Ok(())
+            // The status (the slots it ran) goes on this version, not on a stale one.
+            let patched = Arc::new(patched);
+            let before = match &base {
+                Some(base) => base.metadata.resource_version.clone(),
+                None => cj.metadata.resource_version.clone(),
+            };
+            ctx.status.superseded(&key, before, Arc::clone(&patched));
+            Ok(Some(patched))
         }
         // The request changed (a new one, handled by the next reconcile) or went away.
-        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(()),
+        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(None),
         Err(e) => Err(Error::Kube(e)),
     }
 }

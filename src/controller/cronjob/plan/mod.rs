@@ -373,6 +373,14 @@ pub fn plan_checked(
     status.next_schedule_time = decided.next.map(Time);
     actions.extend(decided.events);
     let mut gaps = backfill::gaps(cj, records);
+    if records.backfilled.is_some() {
+        // Slots a backfill ran whose status write was lost (a conflict, a coalesced write):
+        // recorded again, as `ran` is merged into lastScheduleTime.
+        let stored = crate::job::backfill::missed(cj);
+        if gaps != stored {
+            status.missed = Some(crate::job::backfill::to_status(&gaps));
+        }
+    }
     if let Some(due) = &decided.due {
         let created = cj.metadata.creation_timestamp.as_ref().map(|t| t.0);
         if let Some(last) = last_scheduled.or(created) {

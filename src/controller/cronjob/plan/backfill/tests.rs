@@ -246,3 +246,37 @@ fn a_suspended_or_forbid_cronjob_still_backfills_and_bad_requests_are_removed() 
         "the backfill waits for its own Job"
     );
 }
+
+#[test]
+fn slots_a_backfill_ran_are_recorded_again_when_their_status_write_was_lost() {
+    let cfg = PlanConfig::default();
+    // The request is gone (done), but the status write that took 09:50-09:52 out of the
+    // missed slots never landed: the ledger still knows.
+    let cj = fixtures::cronjob("* * * * *");
+    let ledger = Records {
+        backfilled: Some((t(&minute(50)), t(&minute(52)))),
+        ..Records::of(&cj)
+    };
+    let plan = plan_recorded(&cj, &[], ledger, t(NOW), &cfg);
+    let gaps: Vec<crate::job::backfill::Gap> = plan
+        .status
+        .missed
+        .as_deref()
+        .expect("recorded")
+        .iter()
+        .map(|m| crate::job::backfill::Gap {
+            after: m.after.as_ref().map(|t| t.0),
+            before: m.before.0,
+        })
+        .collect();
+    for m in 50..53 {
+        assert!(
+            !crate::job::backfill::contains(&gaps, t(&minute(m))),
+            "09:{m} ran"
+        );
+    }
+    assert!(crate::job::backfill::contains(&gaps, t(&minute(49))));
+    assert!(crate::job::backfill::contains(&gaps, t(&minute(53))));
+    let plain = plan_recorded(&cj, &[], Records::of(&cj), t(NOW), &cfg);
+    assert_eq!(plain.status.missed, None, "nothing to record");
+}
