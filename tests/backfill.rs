@@ -17,7 +17,7 @@ use kube::api::{Patch, PatchParams};
 use serde_json::json;
 use support::fixtures::t;
 use support::sim::{
-    TokioClock, created_jobs, cronjob_json, cronjobs, sim_clock, synced_controller,
+    TokioClock, created_jobs, cronjob_json, cronjobs, record_calls, sim_clock, synced_controller,
 };
 
 const NS: &str = "backfill";
@@ -184,6 +184,7 @@ async fn one_post_per_missed_slot_parallel_at_most_a_restart_and_the_repeat_crea
             .any(|n| n.contains("0 Jobs created, 54 slots already run")),
         "{done:?}"
     );
+    record_calls(&sim);
     if let Some(r) = running {
         r.shut_down().await;
     }
@@ -222,5 +223,6 @@ async fn a_job_the_api_server_refuses_ends_the_request_with_a_warning() {
             .any(|n| n.contains("(backfill)") && n.contains("Required value")),
         "{failed:?}"
     );
+    record_calls(&sim);
     running.shut_down().await;
 }
