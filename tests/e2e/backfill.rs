@@ -206,6 +206,18 @@ pub async fn ten_slots_three_at_a_time_and_the_repeat_creates_nothing(ctx: Ctx) 
         "a backfill does not move lastScheduleTime"
     );
 
+    // `history` shows them with their slots, marked.
+    let history = env.plugin_ok(&["history", NAME, "-n", &env.namespace]);
+    for (name, slot) in names.iter().zip(&slots) {
+        let row = format!("{}   Complete", format_args!("{slot} (backfill)"));
+        assert!(
+            history
+                .lines()
+                .any(|l| l.starts_with(name.as_str()) && l.contains(&row)),
+            "{name}: {history}"
+        );
+    }
+
     // The Jobs go (as history limits or a TTL would take them): the repeat still runs nothing.
     let jobs_api = env.api::<Job>();
     jobs_api
