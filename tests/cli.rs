@@ -37,7 +37,8 @@ fn each_binary_has_its_own_commands() {
     assert_eq!(
         commands(&plugin(&["--help"])),
         [
-            "list", "history", "next", "trigger", "suspend", "resume", "migrate", "help"
+            "list", "history", "next", "trigger", "suspend", "resume", "migrate", "backfill",
+            "help"
         ],
         "kubectl-kronjob --help lists no run"
     );

@@ -2,6 +2,7 @@
 //!
 //! Pure: nothing here talks to the API server.
 
+pub mod backfill;
 pub mod crdgen;
 pub mod defaults;
 pub mod rules;

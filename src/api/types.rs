@@ -26,6 +26,13 @@ pub const ANNOTATION_INSTANTIATE: &str = "batch.kronjob.dev/instantiate";
 /// the time of the request (RFC 3339), from which the Job's name derives. The controller removes
 /// it once the Job exists.
 pub const ANNOTATION_TRIGGER: &str = "batch.kronjob.dev/trigger";
+/// Annotation on a CronJob asking for a backfill (`kubectl kronjob backfill`): a JSON object
+/// `{"from": T1, "to": T2, "parallel": N}` (RFC 3339 instants). The controller runs the slots
+/// of the range that never ran, then removes it (see docs/backfill.md).
+pub const ANNOTATION_BACKFILL: &str = "batch.kronjob.dev/backfill";
+/// Annotation marking a Job a backfill created (value `true`), beside the slot's
+/// [`ANNOTATION_SCHEDULED_AT`].
+pub const ANNOTATION_BACKFILLED: &str = "batch.kronjob.dev/backfilled";
 /// Annotation on a Pod asking for deletion that many seconds after it finishes.
 pub const ANNOTATION_POD_TTL: &str = "batch.kronjob.dev/ttl-seconds-after-finished";
 /// The annotation `kubectl apply` leaves on objects: large, and never read by kronjob.
@@ -509,6 +516,20 @@ pub struct CronJobStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_skipped_time: Option<Time>,
 
+    /// Slots known not to have run, as ranges: every slot strictly after `after` (from the
+    /// beginning when absent) and strictly before `before`. The controller adds the slots it
+    /// passed over (manager down, suspended, deadline, Forbid) when it runs the next one, and a
+    /// backfill removes the slots it runs. At most 20 ranges: the oldest is forgotten (its
+    /// slots then count as run). Absent: only the slots up to the CronJob's creation never ran
+    /// (none for a CronJob migrated from batch/v1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub missed: Option<Vec<MissedSlots>>,
+
+    /// The backfill in progress (`kubectl kronjob backfill`), while its request is on the
+    /// CronJob.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backfill: Option<BackfillProgress>,
+
     /// Standard conditions. `Ready` tells whether the CronJob schedules Jobs, with reasons such
     /// as `Scheduled`, `Suspended`, `SuspendedAfterFailures`, `InvalidSchedule`,
     /// `UnknownTimeZone`, `InvalidJobTemplate`, `CalendarNotFound` and `Finished`.
@@ -550,4 +571,27 @@ fn conditions_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Sch
         serde_json::json!(["type"]),
     );
     schema
+}
+
+/// A range of slots that did not run: strictly after `after` (from the beginning when absent)
+/// and strictly before `before`.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct MissedSlots {
+    /// The range starts after this time; absent: from the beginning.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Time>,
+    /// The range ends before this time.
+    pub before: Time,
+}
+
+/// The progress of a backfill.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct BackfillProgress {
+    /// The request (the value of the `batch.kronjob.dev/backfill` annotation).
+    pub request: String,
+    /// Jobs the backfill created so far.
+    #[serde(default)]
+    pub created: i32,
 }

@@ -15,7 +15,7 @@ use serde_json::Value;
 
 pub use super::rules::ErrorKind;
 use super::rules::{EACH, Rule, Scope, lookup, rules};
-use super::{ConcurrencyPolicy, GROUP};
+use super::{ANNOTATION_BACKFILL, ConcurrencyPolicy, GROUP};
 use crate::schedule::{Schedule, time_zone};
 
 /// The admission operation being validated.
@@ -176,6 +176,7 @@ pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<Field
     }
     errors.extend(days_errors(object, &["spec", "exclusions"]));
     window_errors(object, &mut errors);
+    backfill_errors(object, &mut errors);
     errors
 }
 
@@ -237,6 +238,23 @@ fn window_errors(object: &Value, errors: &mut Vec<FieldError>) {
                 value.clone(),
                 "must be an RFC 3339 time, e.g. 2026-01-01T00:00:00Z",
             ));
+        }
+    }
+}
+
+/// (h) A backfill request (`kubectl kronjob backfill`) reads as one: RFC 3339 `from` and `to`,
+/// `to` not before `from`, `parallel` 1 to 10.
+fn backfill_errors(object: &Value, errors: &mut Vec<FieldError>) {
+    let Some(value) = lookup(object, &["metadata", "annotations", ANNOTATION_BACKFILL]) else {
+        return;
+    };
+    let path = format!("metadata.annotations[{ANNOTATION_BACKFILL}]");
+    match value.as_str() {
+        None => errors.push(FieldError::invalid(path, value.clone(), "must be a string")),
+        Some(text) => {
+            if let Err(why) = super::backfill::Request::parse(text) {
+                errors.push(FieldError::invalid(path, value.clone(), why));
+            }
         }
     }
 }
@@ -483,6 +501,45 @@ mod tests {
             got[2].starts_with("spec.notBefore: Invalid value: \"yesterday\""),
             "{got:?}"
         );
+    }
+
+    #[test]
+    fn a_backfill_request_must_read_as_one() {
+        let key = ANNOTATION_BACKFILL;
+        let cases = [
+            (
+                r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":3}"#,
+                None,
+            ),
+            (
+                r#"{"from":"2026-01-02T00:00:00Z","to":"2026-01-01T00:00:00Z"}"#,
+                Some("\"to\" 2026-01-01T00:00:00Z is before \"from\" 2026-01-02T00:00:00Z"),
+            ),
+            (
+                r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":50}"#,
+                Some("\"parallel\" must be 1 to 10, not 50"),
+            ),
+            (
+                r#"{"to":"2026-01-02T00:00:00Z"}"#,
+                Some("\"from\" (an RFC 3339 time) is required"),
+            ),
+        ];
+        for (value, want) in cases {
+            let mut o = valid();
+            o["metadata"]["annotations"] = json!({ key: value });
+            let got = rendered(&o, None, Operation::Update);
+            match want {
+                None => assert!(got.is_empty(), "{value}: {got:?}"),
+                Some(why) => assert_eq!(
+                    got,
+                    [format!(
+                        "metadata.annotations[{key}]: Invalid value: {}: {why}",
+                        json!(value)
+                    )],
+                    "{value}"
+                ),
+            }
+        }
     }
 
     #[test]

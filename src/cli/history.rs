@@ -185,9 +185,11 @@ fn row(job: &Job, now: Timestamp) -> Vec<String> {
     ]
 }
 
-/// The scheduled time a Job was created for, `manual` for a manual run.
+/// The scheduled time a Job was created for (`(backfill)` after it for a backfill's Job),
+/// `manual` for a manual run.
 fn scheduled(job: &Job) -> String {
     match ran_for(job) {
+        Ran::Scheduled(at) if crate::job::backfilled(job) => format!("{at} (backfill)"),
         Ran::Scheduled(at) => at.into(),
         Ran::Manual => "manual".into(),
         Ran::Unknown => NONE.into(),
@@ -295,5 +297,16 @@ cj-mo7f5cc    2016-05-19T10:05:00Z   Pending   due       <none>
 cj-24394140   2016-05-19T09:00:00Z   Running   <none>    <none>
 "
         );
+    }
+
+    #[test]
+    fn a_backfills_job_says_so_beside_its_slot() {
+        let mut old = job("cj-24393000").scheduled_for("2016-05-18T15:00:00Z");
+        assert_eq!(scheduled(&old), "2016-05-18T15:00:00Z");
+        old.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(crate::api::ANNOTATION_BACKFILLED.into(), "true".into());
+        assert_eq!(scheduled(&old), "2016-05-18T15:00:00Z (backfill)");
     }
 }

@@ -1,13 +1,15 @@
 //! The kubectl plugin (`kubectl-kronjob`): the commands a user runs against the cluster.
 //!
-//! `kubectl kronjob list`, `history`, `next`, `trigger`, `suspend`, `resume`, `migrate`. The
-//! binary holds none of the manager: no controllers, no webhook.
+//! `kubectl kronjob list`, `history`, `next`, `trigger`, `suspend`, `resume`, `migrate`,
+//! `backfill`. The binary holds none of the manager: no controllers, no webhook.
 //!
-//! One file per command (`list`, `history`, `next`, `suspend`, `trigger`, and `migrate/`);
+//! One file per command (`list`, `history`, `next`, `suspend`, `trigger`, `backfill`, and
+//! `migrate/`);
 //! `kube` holds kubectl's connection flags and the client, `table` kubectl-style output. Each
 //! command's `run` takes the client, the current time and the output streams, so tests drive it
 //! against a scripted API.
 
+pub mod backfill;
 pub mod cluster;
 pub mod history;
 pub mod list;
@@ -51,6 +53,8 @@ enum Command {
     Resume(suspend::SuspendArgs),
     /// Migrate batch/v1 CronJobs to kronjob CronJobs (a dry run unless --apply).
     Migrate(migrate::MigrateArgs),
+    /// Run the past slots of a range that never ran, oldest first, N at a time.
+    Backfill(backfill::BackfillArgs),
 }
 
 /// Parse the arguments and run the command.
@@ -87,6 +91,9 @@ pub fn main() -> ExitCode {
         }),
         Command::Migrate(ref args) => with_cluster(args.kube(), |client, mut io| async move {
             migrate::run(client, args, &mut io.out, &mut io.err).await
+        }),
+        Command::Backfill(ref args) => with_cluster(args.kube(), |client, mut io| async move {
+            backfill::run(client, args, now(), &mut io.out).await
         }),
     }
 }

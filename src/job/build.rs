@@ -10,7 +10,10 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
 use super::name::{manual_name, scheduled_name};
-use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB, shard};
+use crate::api::{
+    ANNOTATION_BACKFILLED, ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob, LABEL_CRONJOB,
+    shard,
+};
 use crate::schedule;
 
 /// Build a Job from the CronJob's template: labels and annotations of `jobTemplate.metadata`
@@ -81,6 +84,22 @@ pub fn for_slot(
     Some(job)
 }
 
+/// The Job a backfill runs for the slot `scheduled`: the slot's own Job ([`for_slot`]), marked
+/// [`ANNOTATION_BACKFILLED`].
+pub fn for_backfill(
+    cj: &CronJob,
+    scheduled: Timestamp,
+    tz: &TimeZone,
+    default_ttl: Option<i32>,
+) -> Option<Job> {
+    let mut job = for_slot(cj, scheduled, tz, default_ttl)?;
+    job.metadata
+        .annotations
+        .get_or_insert_with(Default::default)
+        .insert(ANNOTATION_BACKFILLED.to_string(), "true".to_string());
+    Some(job)
+}
+
 /// The Job of the manual run requested at `requested`: named by [`manual_name`], annotated
 /// `instantiate: manual` (as `kubectl create job --from`); its Pod template carries the time
 /// the run was asked for ([`stamp_pods`]).
@@ -139,6 +158,21 @@ mod tests {
         let mut nameless = cronjob("0 * * * *");
         nameless.metadata.name = None;
         assert!(for_slot(&nameless, at, &TimeZone::UTC, None).is_none());
+    }
+
+    #[test]
+    fn a_backfill_job_is_the_slots_job_marked() {
+        let at = t("2016-05-19T10:00:00Z");
+        let cj = cronjob("0 * * * *");
+        let slot = for_slot(&cj, at, &TimeZone::UTC, None).expect("job");
+        let mut job = for_backfill(&cj, at, &TimeZone::UTC, None).expect("job");
+        assert_eq!(job.metadata.name, slot.metadata.name);
+        let marked = job.metadata.annotations.as_mut().expect("annotations");
+        assert_eq!(
+            marked.remove(ANNOTATION_BACKFILLED).as_deref(),
+            Some("true")
+        );
+        assert_eq!(job, slot, "otherwise the slot's own Job");
     }
 
     #[test]

@@ -13,19 +13,20 @@
 //!   `dryRun=All` create of one carrying it);
 //! - [`delete`]: delete by name only while the UID is the one decided on.
 
+pub mod backfill;
 pub mod build;
 pub mod delete;
 pub mod dry_run;
 pub mod name;
 pub mod read;
 
-pub use build::{for_slot, from_template, manual};
+pub use build::{for_backfill, for_slot, from_template, manual};
 pub use delete::{Deletion, delete_guarded};
 pub use dry_run::{
     DRY_RUN_TIMEOUT, TemplateDryRun, Unknown, Verdict, invalid, probe, refusal_message,
 };
 pub use name::{manual_name, scheduled_name};
 pub use read::{
-    Finish, Outcome, Ran, controlled_by, controller_uid, created_by_kronjob, finish,
+    Finish, Outcome, Ran, backfilled, controlled_by, controller_uid, created_by_kronjob, finish,
     is_controlled_by_kronjob, job_ref, outcome, ran_for, slim, slot_of, slot_recorded,
 };

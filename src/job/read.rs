@@ -8,8 +8,8 @@ use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
 use kube::Resource;
 
 use crate::api::{
-    ANNOTATION_INSTANTIATE, ANNOTATION_LAST_APPLIED as LAST_APPLIED, ANNOTATION_SCHEDULED_AT,
-    CronJob,
+    ANNOTATION_BACKFILLED, ANNOTATION_INSTANTIATE, ANNOTATION_LAST_APPLIED as LAST_APPLIED,
+    ANNOTATION_SCHEDULED_AT, CronJob,
 };
 
 /// UID of the kronjob CronJob controlling `job`: its controller owner reference of kind
@@ -76,6 +76,14 @@ pub fn slot_recorded(job: &Job, stored: Option<Timestamp>) -> bool {
         Some(slot) => stored.is_some_and(|stored| slot <= stored),
         None => true,
     }
+}
+
+/// Whether a backfill created `job` ([`ANNOTATION_BACKFILLED`]).
+pub fn backfilled(job: &Job) -> bool {
+    job.metadata
+        .annotations
+        .as_ref()
+        .is_some_and(|a| a.contains_key(ANNOTATION_BACKFILLED))
 }
 
 /// Whether a Job carries the marks of kronjob: the scheduled-time annotation of a scheduled

@@ -13,6 +13,7 @@
 mod admission;
 mod alerts;
 mod calendar;
+mod backfill;
 mod cronjob;
 mod enqueue;
 mod failure_policy;
@@ -81,6 +82,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         admission::cases(),
         alerts::cases(),
         calendar::cases(),
+        backfill::cases(),
         cronjob::cases(),
         enqueue::cases(),
         failure_policy::cases(),

@@ -706,8 +706,22 @@ fn revert_refusals() {
             crate::api::ANNOTATION_TRIGGER.into(),
             "2016-05-19T12:00:00Z,2016-05-20T08:00:00Z".into(),
         );
+    let mut backfilling = migrated(State::Complete, false);
+    backfilling
+        .metadata
+        .annotations
+        .get_or_insert_default()
+        .insert(
+            crate::api::ANNOTATION_BACKFILL.into(),
+            r#"{"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":1}"#.into(),
+        );
     let suspended_original = json!({"spec": {"suspend": true}});
     let cases = [
+        (
+            None,
+            Some(&backfilling),
+            r#"cronjob.batch.kronjob.dev/cj has a backfill in progress (batch.kronjob.dev/backfill: {"from":"2026-01-01T00:00:00Z","to":"2026-01-02T00:00:00Z","parallel":1}), which batch/v1 cannot run: wait for it to finish, or remove the annotation to cancel it"#,
+        ),
         (
             None,
             Some(&calendared),

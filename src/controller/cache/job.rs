@@ -14,7 +14,7 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use super::seconds::Second;
 use super::uid::Uid;
-use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
+use crate::api::{ANNOTATION_BACKFILLED, ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 use crate::job::{self, Finish, Outcome, Ran};
 use crate::schedule;
 
@@ -191,6 +191,8 @@ pub struct CachedJob {
     pub deleting: Option<Second>,
     /// `spec.ttlSecondsAfterFinished`.
     pub ttl: Option<i32>,
+    /// A backfill created it ([`job::backfilled`]).
+    pub backfilled: bool,
 }
 
 impl CachedJob {
@@ -223,6 +225,7 @@ impl CachedJob {
             completed: status.and_then(|s| s.completion_time.as_ref()).map(second),
             deleting: meta.deletion_timestamp.as_ref().map(second),
             ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+            backfilled: job::backfilled(job),
         }
     }
 
@@ -239,11 +242,18 @@ impl CachedJob {
                 block_owner_deletion: Some(true),
             }]
         });
-        let annotations = match &self.run {
-            Run::Scheduled(at) => Some([(ANNOTATION_SCHEDULED_AT.to_string(), at.text())]),
-            Run::Manual => Some([(ANNOTATION_INSTANTIATE.to_string(), "manual".to_string())]),
+        let mut annotations: Option<std::collections::BTreeMap<String, String>> = match &self.run {
+            Run::Scheduled(at) => Some([(ANNOTATION_SCHEDULED_AT.to_string(), at.text())].into()),
+            Run::Manual => {
+                Some([(ANNOTATION_INSTANTIATE.to_string(), "manual".to_string())].into())
+            }
             Run::Unknown => None,
         };
+        if self.backfilled {
+            annotations
+                .get_or_insert_with(Default::default)
+                .insert(ANNOTATION_BACKFILLED.to_string(), "true".to_string());
+        }
         let conditions = self.finish().map(|f| {
             vec![JobCondition {
                 type_: match f.outcome {
@@ -262,7 +272,7 @@ impl CachedJob {
                 namespace: Some(namespace.to_string()),
                 uid: self.uid.as_ref().map(Uid::text),
                 owner_references,
-                annotations: annotations.map(Into::into),
+                annotations,
                 deletion_timestamp: self.deleting.map(time),
                 ..ObjectMeta::default()
             },
@@ -323,6 +333,7 @@ mod tests {
             job("failed").manual().failed_at("2024-01-01T00:01:00Z"),
             job("going").scheduled().deleting(),
             job("stranger"),
+            backfilled(job("backfilled").scheduled_for("2024-01-01T00:00:00Z")),
         ];
         for full in cases {
             let text = serde_json::to_string(&full).expect("json");
@@ -333,6 +344,7 @@ mod tests {
             let back = cached.to_job("ns", name);
             assert_eq!(job::controller_uid(&back), job::controller_uid(&full));
             assert_eq!(job::ran_for(&back), job::ran_for(&full));
+            assert_eq!(job::backfilled(&back), job::backfilled(&full), "{name}");
             assert_eq!(job::finish(&back), job::finish(&full));
             assert_eq!(back.metadata.name, full.metadata.name);
             assert_eq!(back.metadata.uid, full.metadata.uid);
@@ -349,6 +361,14 @@ mod tests {
             CachedJob::of(&job("run").scheduled()).owner_uid(),
             Some(CJ_UID)
         );
+    }
+
+    fn backfilled(mut job: Job) -> Job {
+        job.metadata
+            .annotations
+            .get_or_insert_default()
+            .insert(ANNOTATION_BACKFILLED.into(), "true".into());
+        job
     }
 
     #[test]

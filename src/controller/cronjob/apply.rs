@@ -17,11 +17,12 @@ use kube::{Api, Resource};
 
 use super::context::Context;
 use super::error::Error;
+use super::plan::backfill::{self, Backfill};
 use super::plan::failures::Suspension;
 use super::plan::manual::Manual;
 use super::plan::{Action, Plan, Run, events};
 use super::status::observe_generation;
-use crate::api::{ANNOTATION_TRIGGER, CronJob, CronJobStatus};
+use crate::api::{ANNOTATION_BACKFILL, ANNOTATION_TRIGGER, CronJob, CronJobStatus};
 use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::job::{self, Deletion, job_ref, refusal_message};
 
@@ -35,8 +36,9 @@ pub struct Applied {
     /// The create was refused as invalid (422): the status says so, and nothing is retried
     /// until the spec changes.
     pub invalid_template: bool,
-    /// The CronJob as the failure policy's suspension left it (decoded as the cache decodes):
-    /// the status is written on top of this version.
+    /// The CronJob as the failure policy's suspension (or the removal of a finished backfill's
+    /// request) left it (decoded as the cache decodes): the status is written on top of this
+    /// version.
     pub suspended: Option<Arc<CachedCronJob>>,
     /// Nothing was done and `status` must not be written: the suspension was not accepted
     /// (the spec changed since the plan, or the request failed).
@@ -52,6 +54,7 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         actions,
         status,
         dropped,
+        backfill,
         ..
     } = plan;
     for why in dropped {
@@ -119,7 +122,133 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
     {
         applied.error.get_or_insert(e);
     }
+    if let Some(backfill) = backfill {
+        let base = applied.suspended.clone();
+        match run_backfill(ctx, cj, &on, backfill, base, &mut applied.status).await {
+            Ok(Some(patched)) => applied.suspended = Some(patched),
+            Ok(None) => {}
+            Err(e) => {
+                applied.error.get_or_insert(e);
+            }
+        }
+    }
     applied
+}
+
+/// A backfill's step: create its Jobs oldest first, each recorded in the status (and this
+/// process's ledger) as soon as the API server has it, stopping at the first that fails; or
+/// remove a request that is done (then say so) or invalid, and give the CronJob as that left
+/// it (`base`: the version the plan's status goes on, when not `cj`'s), for the status write
+/// to go on top of it.
+async fn run_backfill(
+    ctx: &Context,
+    cj: &CronJob,
+    on: &ObjectReference,
+    backfill: Backfill,
+    base: Option<Arc<CachedCronJob>>,
+    status: &mut CronJobStatus,
+) -> Result<Option<Arc<CachedCronJob>>, Error> {
+    let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    let name = cj.metadata.name.as_deref().unwrap_or_default();
+    let key = ObjectRef::new(name).within(namespace);
+    let uid = cj.metadata.uid.as_deref();
+    let (request, done) = 'run: {
+        match backfill {
+            Backfill::Run {
+                request,
+                from,
+                creates,
+            } => {
+                let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+                for (slot, job) in creates {
+                    let job_name = job.metadata.name.clone().unwrap_or_default();
+                    let _expected = ctx.index.expect_create(namespace, &job_name);
+                    match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
+                        Ok(created) => {
+                            ctx.status.backfilled(&key, uid, from, slot);
+                            backfill::record_created(status, from, slot, true);
+                            ctx.metrics.jobs_created.inc();
+                            ctx.index.remember(&created);
+                            let note = format!("Created job {job_name} (backfill)");
+                            ctx.outbox.event(
+                                on,
+                                EventType::Normal,
+                                events::SUCCESSFUL_CREATE,
+                                note,
+                            );
+                        }
+                        Err(kube::Error::Api(s)) if s.is_already_exists() => {
+                            let existing = jobs.get(&job_name).await.map_err(Error::Kube)?;
+                            if !job::controlled_by(&existing.0, uid.unwrap_or_default()) {
+                                let note = format!(
+                                    "Error creating job: job {job_name} already exists and is not controlled by this CronJob"
+                                );
+                                ctx.outbox.event(
+                                    on,
+                                    EventType::Warning,
+                                    events::FAILED_CREATE,
+                                    note,
+                                );
+                                return Ok(None);
+                            }
+                            // Its slot ran (created before a lost status write, or by the schedule).
+                            ctx.status.backfilled(&key, uid, from, slot);
+                            backfill::record_created(status, from, slot, false);
+                            ctx.index.remember(&existing);
+                        }
+                        Err(e) => {
+                            let refused = job::invalid(&e).map(refusal_message);
+                            let why = refused.clone().unwrap_or_else(|| e.to_string());
+                            let note = format!("Error creating job {job_name} (backfill): {why}");
+                            ctx.outbox
+                                .event(on, EventType::Warning, events::FAILED_CREATE, note);
+                            if refused.is_none() {
+                                return Err(Error::Kube(e));
+                            }
+                            // The template makes no valid Job: retrying cannot help; the request
+                            // goes (a new one after fixing the spec runs what is left).
+                            break 'run (request, None);
+                        }
+                    }
+                }
+                return Ok(None);
+            }
+            Backfill::Done { request, note } => (request, Some(note)),
+            Backfill::Invalid { request, warning } => {
+                if let Action::Event {
+                    type_,
+                    reason,
+                    note,
+                } = warning
+                {
+                    ctx.outbox.event(on, type_, reason, note);
+                }
+                (request, None)
+            }
+        }
+    };
+    let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = rewrite_annotation(ANNOTATION_BACKFILL, &request, None);
+    match cronjobs.patch(name, &PatchParams::default(), &patch).await {
+        Ok(patched) => {
+            status.backfill = None;
+            if let Some(note) = done {
+                ctx.outbox
+                    .event(on, EventType::Normal, backfill::BACKFILL_DONE, note);
+            }
+            // The status (the slots it ran) goes on this version, not on a stale one.
+            let patched = Arc::new(patched);
+            let before = match &base {
+                Some(base) => base.metadata.resource_version.clone(),
+                None => cj.metadata.resource_version.clone(),
+            };
+            ctx.status.superseded(&key, before, Arc::clone(&patched));
+            Ok(Some(patched))
+        }
+        // The request changed (a new one, handled by the next reconcile) or went away.
+        Err(kube::Error::Api(s)) if s.is_invalid() || s.is_not_found() => Ok(None),
+        Err(e) => Err(Error::Kube(e)),
+    }
 }
 
 /// The failure policy's suspension: `spec.suspend: true` as a JSON patch that applies only to
@@ -384,7 +513,7 @@ async fn run_manual(
     // The answer decodes slim: only whether the request was rewritten matters.
     let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
     let name = cj.metadata.name.as_deref().unwrap_or_default();
-    let patch = rewrite_request(&manual.request, manual.remaining.as_deref());
+    let patch = rewrite_annotation(ANNOTATION_TRIGGER, &manual.request, manual.remaining.as_deref());
     match cronjobs.patch(name, &PatchParams::default(), &patch).await {
         Ok(_) => Ok(()),
         // The request changed (a newer one, handled by the next reconcile) or went away.
@@ -393,13 +522,13 @@ async fn run_manual(
     }
 }
 
-/// A JSON patch that, only while the trigger annotation still holds `request`, sets it to
-/// `remaining` (the times still to come) or removes it.
-fn rewrite_request(request: &str, remaining: Option<&str>) -> Patch<()> {
+/// A JSON patch that, only while the annotation `key` still holds `request`, sets it to
+/// `remaining` (a trigger's times still to come) or removes it.
+fn rewrite_annotation(key: &str, request: &str, remaining: Option<&str>) -> Patch<()> {
     use json_patch::{
         PatchOperation, RemoveOperation, ReplaceOperation, TestOperation, jsonptr::PointerBuf,
     };
-    let path = PointerBuf::from_tokens(["metadata", "annotations", ANNOTATION_TRIGGER]);
+    let path = PointerBuf::from_tokens(["metadata", "annotations", key]);
     let then = match remaining {
         Some(value) => PatchOperation::Replace(ReplaceOperation {
             path: path.clone(),

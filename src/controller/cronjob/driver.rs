@@ -21,8 +21,8 @@ use super::error::Error;
 use super::metrics::ReconcilerMetrics;
 use super::plan::PlanConfig;
 use super::reconcile::{error_policy, reconcile};
-use crate::api::ANNOTATION_TRIGGER;
 use crate::api::Calendar;
+use crate::api::{ANNOTATION_BACKFILL, ANNOTATION_TRIGGER};
 use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::controller::calendars::{self, CalendarIndex};
 use crate::controller::owner_index::{self, IndexWriter, OwnerIndex};
@@ -43,13 +43,15 @@ const CRONJOB_PAGE: u32 = 100;
 /// How often state about deleted CronJobs (failure counts, known statuses) is dropped.
 const PRUNE_EVERY: Duration = Duration::from_secs(60);
 
-/// What makes a CronJob change worth a reconcile: a new generation (a spec edit) or a new
-/// manual-run request; status and other metadata changes are ours or do not matter.
+/// What makes a CronJob change worth a reconcile: a new generation (a spec edit), a new
+/// manual-run or backfill request; status and other metadata changes are ours or do not
+/// matter.
 fn spec_or_trigger(cj: &CachedCronJob) -> Option<u64> {
     use std::hash::{Hash, Hasher};
     let mut hasher = std::collections::hash_map::DefaultHasher::new();
     cj.metadata.generation.hash(&mut hasher);
     cj.annotations().get(ANNOTATION_TRIGGER).hash(&mut hasher);
+    cj.annotations().get(ANNOTATION_BACKFILL).hash(&mut hasher);
     Some(hasher.finish())
 }
 
@@ -552,5 +554,10 @@ mod predicate_tests {
             .annotations_mut()
             .insert(ANNOTATION_TRIGGER.into(), "2026-11-25T09:41:00Z".into());
         assert_ne!(key(&asked_again), key(&asked));
+        let mut backfill = base.clone();
+        backfill
+            .annotations_mut()
+            .insert(ANNOTATION_BACKFILL.into(), "{}".into());
+        assert_ne!(key(&backfill), key(&base), "a backfill request");
     }
 }

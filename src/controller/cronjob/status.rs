@@ -82,7 +82,7 @@ pub fn ready_of(status: &CronJobStatus) -> Option<(&str, &str)> {
 
 /// Every field of `status`, as the merge patch must name them: an absent field is `null`, which
 /// removes it (an empty `active` list is removed, as upstream omits it).
-pub const STATUS_FIELDS: [&str; 13] = [
+pub const STATUS_FIELDS: [&str; 15] = [
     "active",
     "activeCount",
     "lastScheduleTime",
@@ -96,6 +96,8 @@ pub const STATUS_FIELDS: [&str; 13] = [
     "queuedCount",
     "conditions",
     "lastSkippedTime",
+    "missed",
+    "backfill",
 ];
 
 /// Record that `status` describes `generation` of the spec: `observedGeneration` and the
@@ -155,6 +157,8 @@ impl Serialize for Nulled<'_> {
             queued_count,
             last_skipped_time,
             conditions,
+            missed,
+            backfill,
         } = self.0;
         let [
             f_active,
@@ -170,6 +174,8 @@ impl Serialize for Nulled<'_> {
             f_queued_count,
             f_conditions,
             f_last_skipped,
+            f_missed,
+            f_backfill,
         ] = STATUS_FIELDS;
         let mut map = s.serialize_map(Some(STATUS_FIELDS.len()))?;
         map.serialize_entry(f_active, &(!active.is_empty()).then_some(active))?;
@@ -191,6 +197,8 @@ impl Serialize for Nulled<'_> {
         )?;
         map.serialize_entry(f_conditions, conditions)?;
         map.serialize_entry(f_last_skipped, last_skipped_time)?;
+        map.serialize_entry(f_missed, missed)?;
+        map.serialize_entry(f_backfill, backfill)?;
         map.end()
     }
 }
@@ -224,6 +232,14 @@ mod tests {
                 observed_generation: None,
                 last_transition_time: Time(t("2024-01-01T00:00:00Z")),
             }],
+            missed: Some(vec![crate::api::MissedSlots {
+                after: None,
+                before: Time(t("2024-01-01T00:00:00Z")),
+            }]),
+            backfill: Some(crate::api::BackfillProgress {
+                request: "{}".into(),
+                created: 1,
+            }),
         }
     }
 
@@ -259,7 +275,7 @@ mod tests {
             let text = serde_json::to_string(&StatusPatch::new(&status, rv)).expect("encodes");
             let patch: serde_json::Value = serde_json::from_str(&text).expect("JSON");
             assert_eq!(patch, by_definition(&status, rv));
-            assert_eq!(patch["status"].as_object().map(|m| m.len()), Some(13));
+            assert_eq!(patch["status"].as_object().map(|m| m.len()), Some(15));
         }
     }
 

@@ -156,6 +156,14 @@ struct Ran {
     slot: Timestamp,
 }
 
+/// The slots a backfill of this process ran for a CronJob (of this UID), not yet stored.
+#[derive(Debug, Clone)]
+struct Backfilled {
+    uid: Option<String>,
+    from: Timestamp,
+    through: Timestamp,
+}
+
 /// A CronJob as a reconcile sees it ([`StatusWriter::view`]).
 #[derive(Debug, Clone)]
 pub struct View {
@@ -182,6 +190,9 @@ struct State {
     /// The latest queued slot this process started, per CronJob, until a stored status no
     /// longer queues it.
     dequeued: HashMap<Key, Ran>,
+    /// The slots `[from, through]` a backfill of this process ran, per CronJob, until a
+    /// stored status no longer lists any of them in `status.missed`.
+    backfilled: HashMap<Key, Backfilled>,
     /// Boxed: at a slot every CronJob has one, and the map's spare slots stay small.
     pending: HashMap<Key, Box<Pending>>,
     writing: HashMap<Key, Box<Pending>>,
@@ -214,6 +225,19 @@ impl State {
         }
     }
 
+    /// Forget the backfilled slots of `key` once the stored CronJob (`stored`) lists none of
+    /// them as missed, or is another one of the same name.
+    fn settle_backfilled(&mut self, key: &Key, stored: &CachedCronJob) {
+        if let Some(b) = self.backfilled.get(key) {
+            let other = b.uid.as_deref() != stored.metadata.uid.as_deref();
+            let gaps = crate::job::backfill::missed_of(&stored.metadata, stored.status_fields());
+            let recorded = crate::job::backfill::subtract(&gaps, b.from, b.through) == gaps;
+            if other || recorded {
+                self.backfilled.remove(key);
+            }
+        }
+    }
+
     /// The freshest stored copy of `cached` we know: the cache's, unless what we wrote (or
     /// read after a conflict) is newer.
     fn stored(&mut self, key: &Key, cached: Arc<CachedCronJob>) -> Arc<CachedCronJob> {
@@ -236,7 +260,7 @@ impl State {
         if self.writing.contains_key(&key) {
             return;
         }
-        let lane = if self.ran.contains_key(&key) {
+        let lane = if self.ran.contains_key(&key) || self.backfilled.contains_key(&key) {
             Lane::Records
         } else {
             Lane::Others
@@ -327,10 +351,12 @@ impl StatusWriter {
         let stored_last = stored.last_schedule_time();
         state.settle(&key, stored.metadata.uid.as_deref(), stored_last);
         state.settle_dequeued(&key, &stored);
+        state.settle_backfilled(&key, &stored);
         let records = Records {
             ran: state.ran.get(&key).map(|r| r.slot),
             stored: stored.recorded_through(),
             dequeued: state.dequeued.get(&key).map(|r| r.slot),
+            backfilled: state.backfilled.get(&key).map(|b| (b.from, b.through)),
         };
         let mut view = stored;
         let unwritten = state.pending.get(&key).or_else(|| state.writing.get(&key));
@@ -369,6 +395,21 @@ impl StatusWriter {
         }
     }
 
+    /// A backfill of this process ran the slots `[from, slot]` of the CronJob `key` (UID
+    /// `uid`): the Job of `slot` was created, or found. Remembered until a stored status lists
+    /// none of them as missed.
+    pub fn backfilled(&self, key: &Key, uid: Option<&str>, from: Timestamp, slot: Timestamp) {
+        let mut state = self.state();
+        let through = match state.backfilled.get(key) {
+            Some(b) if b.uid.as_deref() == uid && b.from == from => b.through.max(slot),
+            _ => slot,
+        };
+        let uid = uid.map(String::from);
+        state
+            .backfilled
+            .insert(bare(key), Backfilled { uid, from, through });
+    }
+
     /// This process ran `slot` of the CronJob `key` (UID `uid`): its Job was created, or
     /// found. Remembered until the API server stores a status that records it.
     pub fn ran(&self, key: &Key, uid: Option<&str>, slot: Timestamp) {
@@ -400,6 +441,9 @@ impl StatusWriter {
         }
         if !state.dequeued.is_empty() {
             state.settle_dequeued(&key, cj);
+        }
+        if !state.backfilled.is_empty() {
+            state.settle_backfilled(&key, cj);
         }
         let Some(known) = state.known.get(&key) else {
             return;
@@ -466,6 +510,7 @@ impl StatusWriter {
         state.pending.retain(|k, _| cached(k).is_some());
         state.ran.retain(|k, _| cached(k).is_some());
         state.dequeued.retain(|k, _| cached(k).is_some());
+        state.backfilled.retain(|k, _| cached(k).is_some());
     }
 
     fn next(&self) -> Option<(Key, Pending)> {
@@ -620,6 +665,7 @@ impl StatusWriter {
         state.known.remove(key);
         state.ran.remove(key);
         state.dequeued.remove(key);
+        state.backfilled.remove(key);
     }
 }
 
@@ -722,6 +768,55 @@ mod tests {
         let view = writer.view(stored);
         assert_eq!(view.records.dequeued, None);
         assert!(view.records.stored >= Some(t(S1)) && view.records.stored < Some(t(S2)));
+    }
+
+    /// A cached CronJob at `rv` whose status records `missed` as `status.missed`.
+    fn missing(rv: &str, missed: serde_json::Value) -> Arc<CachedCronJob> {
+        let cronjob = serde_json::json!({
+            "apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob",
+            "metadata": {"name": "cj", "namespace": "ns", "uid": "uid", "resourceVersion": rv,
+                "creationTimestamp": "2024-01-01T09:00:00Z"},
+            "spec": {"schedule": "* * * * *", "jobTemplate": {}},
+            "status": {"lastScheduleTime": "2024-01-01T10:00:00Z", "missed": missed},
+        });
+        Arc::new(serde_json::from_str(&cronjob.to_string()).expect("a CronJob"))
+    }
+
+    #[tokio::test]
+    async fn backfilled_slots_are_remembered_until_a_stored_status_no_longer_lists_them() {
+        let (service, _api) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+        let (reconcile, _requests) = futures::channel::mpsc::unbounded();
+        let writer = StatusWriter::new(Client::new(service, "default"), Gate::new(), reconcile);
+        let key = ObjectRef::new("cj").within("ns");
+        let t = |s: &str| s.parse::<Timestamp>().expect("time");
+        let gap = serde_json::json!([{"after": "2024-01-01T09:30:00Z", "before": "2024-01-01T09:40:00Z"}]);
+        let before = missing("5", gap.clone());
+        assert_eq!(writer.view(before.clone()).records.backfilled, None);
+        let (from, s1, s2) = (
+            t("2024-01-01T09:31:00Z"),
+            t("2024-01-01T09:31:00Z"),
+            t("2024-01-01T09:32:00Z"),
+        );
+        writer.backfilled(&key, Some("uid"), from, s1);
+        writer.backfilled(&key, Some("uid"), from, s2);
+        assert_eq!(
+            writer.view(before.clone()).records.backfilled,
+            Some((from, s2)),
+            "the range grows"
+        );
+        // A version that still lists them does not settle it.
+        writer.observed(&missing("6", gap));
+        assert_eq!(
+            writer.view(before.clone()).records.backfilled,
+            Some((from, s2))
+        );
+        // A stored status without them does.
+        let stored = missing(
+            "7",
+            serde_json::json!([{"after": "2024-01-01T09:32:00Z", "before": "2024-01-01T09:40:00Z"}]),
+        );
+        writer.observed(&stored);
+        assert_eq!(writer.view(stored).records.backfilled, None);
     }
 
     #[tokio::test]

@@ -8,12 +8,14 @@
 //!    concurrency policy;
 //!    [`queue`]: the Enqueue policy's queue of slots waiting for the running Job;
 //! 4. [`manual`]: a run asked for with `kubectl kronjob trigger`;
+//! 5. [`backfill`]: the past slots of a range that never ran (`kubectl kronjob backfill`);
 //!
 //! and [`template`], what the status records of the Job template's check (a refusal by the
 //! API server stops scheduling until the spec changes).
 //! [`plan`] composes them into a [`Plan`]; the Jobs themselves are built by [`crate::job`].
 
 pub mod active;
+pub mod backfill;
 pub mod failures;
 pub mod history;
 pub mod manual;
@@ -93,6 +95,9 @@ pub struct Records {
     /// not a status without it in `status.queued` has been written: a stale read never starts
     /// it again.
     pub dequeued: Option<Timestamp>,
+    /// The slots `[from, through]` a backfill of this process ran (their Jobs created, or
+    /// found), whether or not a status without them in `status.missed` has been written.
+    pub backfilled: Option<(Timestamp, Timestamp)>,
 }
 
 impl Records {
@@ -102,6 +107,7 @@ impl Records {
             ran: None,
             stored: cj.status.as_ref().and_then(recorded_through),
             dequeued: None,
+            backfilled: None,
         }
     }
 }
@@ -130,6 +136,9 @@ pub fn last_schedule_time(cj: &CronJob) -> Option<Timestamp> {
 /// How soon to look again while a finished Job waits for the status that records its slot
 /// before the history limits delete it.
 pub const HELD_RECHECK: Duration = Duration::from_secs(1);
+
+/// How soon to look again while a backfill runs (its Jobs' changes bring a reconcile sooner).
+pub const BACKFILL_RECHECK: Duration = Duration::from_secs(10);
 
 /// Manager settings the plan depends on.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -213,13 +222,23 @@ pub struct Plan {
     pub requeue_after: Option<Duration>,
     /// Queued slots dropped (full, missed, cleared), for the metric.
     pub dropped: Vec<queue::Dropped>,
+    /// The backfill asked for, after the manual run.
+    pub backfill: Option<backfill::Backfill>,
 }
 
 impl Plan {
-    /// The Jobs this plan creates: the slot's, then a manual run's.
+    /// The Jobs this plan creates: the slot's, then a manual run's, then a backfill's.
     pub fn creates(&self) -> impl Iterator<Item = &Job> {
         let manual = self.manual.iter().flat_map(|m| m.jobs.iter());
-        self.run.iter().map(|r| r.job.as_ref()).chain(manual)
+        let backfill = self.backfill.iter().flat_map(|b| match b {
+            backfill::Backfill::Run { creates, .. } => creates.as_slice(),
+            _ => &[],
+        });
+        self.run
+            .iter()
+            .map(|r| r.job.as_ref())
+            .chain(manual)
+            .chain(backfill.map(|(_, job)| job.as_ref()))
     }
 
     /// The Jobs this plan deletes, by name: Replace deletes first, then history.
@@ -318,16 +337,25 @@ pub fn plan_calendars(
     let owned = owned(cj, jobs);
     let mut status = old.clone();
 
-    let running = active::reconcile(&old.active, &owned);
+    // A backfill's Jobs run beside the schedule: not in `status.active`, not a record of the
+    // latest slot, not counted by the failure policy (see [`backfill`]).
+    let scheduled: Vec<&Job> = owned
+        .iter()
+        .copied()
+        .filter(|j| !job::backfilled(j))
+        .collect();
+    let backfilling = crate::job::backfill::requested(cj).is_some();
+    let running = active::reconcile(&old.active, &scheduled);
     let mut actions = running.events;
     let active = running.active;
 
     let old_last = old.last_schedule_time.as_ref().map(|t| t.0);
-    let (last_scheduled, added) = history::last_scheduled(old_last, records.ran, &owned, now);
+    let (last_scheduled, added) = history::last_scheduled(old_last, records.ran, &scheduled, now);
     status.last_schedule_time = last_scheduled.map(Time);
     history::record_last_finished(&owned, &mut status);
     let trimmed = history::trim(
-        &owned,
+        // While a backfill runs, its Jobs are kept (and not counted).
+        if backfilling { &scheduled } else { &owned },
         cj.spec.successful_history_limit(),
         cj.spec.failed_history_limit(),
         records.stored,
@@ -384,6 +412,21 @@ pub fn plan_calendars(
             ),
         ));
     }
+    let mut gaps = backfill::gaps(cj, records);
+    if records.backfilled.is_some() {
+        // Slots a backfill ran whose status write was lost (a conflict, a coalesced write):
+        // recorded again, as `ran` is merged into lastScheduleTime.
+        let stored = crate::job::backfill::missed(cj);
+        if gaps != stored {
+            status.missed = Some(crate::job::backfill::to_status(&gaps));
+        }
+    }
+    if let Some(due) = &decided.due {
+        let created = cj.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        if let Some(last) = last_scheduled.or(created) {
+            backfill::record_passed_over(cj, &mut gaps, last, due.slot, &mut status);
+        }
+    }
     let (mut run, enqueue) = decided
         .due
         .map_or((None, None), |due| take_due(due, &mut status));
@@ -414,11 +457,16 @@ pub fn plan_calendars(
     let dropped = queued.dropped.iter().map(|(_, why)| *why).collect();
     let (manual, warning) = manual::requested(cj, &owned, now, cfg);
     actions.extend(warning);
+    let backfill = backfill::step(cj, &owned, &gaps, now, cfg, &mut status);
     let mut requeue_after = decided.requeue_after;
     if let Some(at) = manual.as_ref().and_then(|m| m.next) {
         // A run asked for at a later time: look again when it comes, suspended or not.
         let until = requeue_for(at, now);
         requeue_after = Some(requeue_after.map_or(until, |d| d.min(until)));
+    }
+    if let Some(backfill::Backfill::Run { .. }) = &backfill {
+        // Its Jobs' changes bring a reconcile; look again in a while in any case.
+        requeue_after = Some(requeue_after.map_or(BACKFILL_RECHECK, |d| d.min(BACKFILL_RECHECK)));
     }
     status.set_active(active);
     status.observed_generation = cj.metadata.generation;
@@ -432,6 +480,7 @@ pub fn plan_calendars(
         status,
         requeue_after,
         dropped,
+        backfill,
     }
 }
 
