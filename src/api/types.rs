@@ -412,6 +412,14 @@ pub fn schedule_exprs<'a>(
 }
 
 impl CronJobSpec {
+    /// `notBefore` and `notAfter`: the slots that may run at all.
+    pub fn window(&self) -> crate::schedule::exclusions::Window {
+        crate::schedule::exclusions::Window {
+            not_before: self.not_before.as_ref().map(|t| t.0),
+            not_after: self.not_after.as_ref().map(|t| t.0),
+        }
+    }
+
     /// The schedule expressions: `schedule` as the only one, or `schedules`.
     pub fn schedule_exprs(&self) -> Result<&[String], ScheduleFieldsError> {
         schedule_exprs(self.schedule.as_ref(), self.schedules.as_deref())

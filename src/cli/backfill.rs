@@ -101,10 +101,25 @@ pub async fn run(
     let what = format!("cronjob.batch.kronjob.dev/{}", args.name);
     let (_, tz) =
         backfill::schedule_of(&cj).map_err(|e| CliError::Failed(format!("{what}: {e}")))?;
+    let (excluded, missing) = super::next::exclusions_of(client.clone(), &cj).await?;
+    if !missing.is_empty() {
+        return Err(CliError::Failed(format!(
+            "{what} names Calendar {} that does not exist: no slot of it runs, backfilled or \
+             scheduled, until it does",
+            missing.join(", ")
+        )));
+    }
     let existing = job_names(&jobs, &cj).await?;
     let exists = |slot| existing.contains(&scheduled_name(&args.name, slot));
-    let slots = backfill::plan_slots(&cj, &request, &backfill::missed(&cj), now, exists)
-        .map_err(|e| CliError::Failed(format!("{what}: {e}")))?;
+    let slots = backfill::plan_slots(
+        &cj,
+        &request,
+        &backfill::missed(&cj),
+        &excluded,
+        now,
+        exists,
+    )
+    .map_err(|e| CliError::Failed(format!("{what}: {e}")))?;
     let value = request.value();
     let pending = backfill::requested(&cj).map(str::to_string);
     if let Some(pending) = pending.as_deref()

@@ -139,6 +139,29 @@ pub fn run(args: &NextArgs, now: Timestamp, out: &mut dyn Write) -> Result<(), N
     Ok(())
 }
 
+/// The days `cj`'s `spec.exclusions` and the Calendars it names exclude, as the cluster holds
+/// them, and the names of the Calendars it names that do not exist.
+pub async fn exclusions_of(
+    client: Client,
+    cj: &CronJob,
+) -> Result<(Exclusions, Vec<String>), kube::Error> {
+    let calendars = Api::<Calendar>::all(client);
+    let mut excluded = Exclusions::none();
+    if let Some(inline) = &cj.spec.exclusions {
+        excluded = excluded.with(Source::Inline, inline.days());
+    }
+    let mut missing = Vec::new();
+    for calendar in cj.spec.calendars.iter().flatten() {
+        match calendars.get_opt(calendar).await? {
+            Some(found) => {
+                excluded = excluded.with(Source::Calendar(calendar.clone()), found.spec.days());
+            }
+            None => missing.push(calendar.clone()),
+        }
+    }
+    Ok((excluded, missing))
+}
+
 /// Run `kubectl kronjob next NAME`: the CronJob's next runs in its zone and in UTC.
 pub async fn run_cronjob(
     client: Client,
@@ -159,26 +182,14 @@ pub async fn run_cronjob(
     let exprs = cj.spec.schedule_exprs().map_err(NextError::from)?;
     let schedule = parse_schedule(exprs, &hash_key(&cj))?;
     let tz = time_zone(zone_name).map_err(NextError::from)?;
-    let calendars = Api::<Calendar>::all(client);
-    let mut excluded = Exclusions::none();
-    if let Some(inline) = &cj.spec.exclusions {
-        excluded = excluded.with(Source::Inline, inline.days());
+    let (excluded, missing) = exclusions_of(client, &cj).await?;
+    for calendar in missing {
+        writeln!(
+            err,
+            "warning: Calendar {calendar} not found: no slot of cronjob.batch.kronjob.dev/{name} runs until it exists"
+        )?;
     }
-    for calendar in cj.spec.calendars.iter().flatten() {
-        match calendars.get_opt(calendar).await? {
-            Some(found) => {
-                excluded = excluded.with(Source::Calendar(calendar.clone()), found.spec.days());
-            }
-            None => writeln!(
-                err,
-                "warning: Calendar {calendar} not found: no slot of cronjob.batch.kronjob.dev/{name} runs until it exists"
-            )?,
-        }
-    }
-    let window = Window {
-        not_before: cj.spec.not_before.as_ref().map(|t| t.0),
-        not_after: cj.spec.not_after.as_ref().map(|t| t.0),
-    };
+    let window = cj.spec.window();
     let first = cronjob_times(&cj, &schedule, &tz, from, 1)?;
     let rows = allowed_times(
         &schedule,

@@ -18,6 +18,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 
 pub use crate::api::backfill::{MAX_PARALLEL, Request};
 use crate::api::{ANNOTATION_BACKFILL, CronJob, CronJobStatus, MissedSlots};
+use crate::schedule::exclusions::{Exclusions, Skip, Verdict, verdict};
 use crate::schedule::{self, Schedule};
 
 /// Most slots in one backfill's range: a longer range is refused (and the controller's work
@@ -35,13 +36,6 @@ pub fn requested(cj: &CronJob) -> Option<&str> {
         .as_ref()?
         .get(ANNOTATION_BACKFILL)
         .map(String::as_str)
-}
-
-/// Whether the slot `slot` may run at all, by the CronJob's calendars and active window.
-// The schedule's slots are all allowed until `spec.exclusions`, `spec.calendars`,
-// `spec.notBefore` and `spec.notAfter` exist: their "is this slot excluded" check goes here.
-pub fn allowed(_cj: &CronJob, _slot: Timestamp, _tz: &TimeZone) -> bool {
-    true
 }
 
 /// A range of slots that did not run: strictly after `after` (from the beginning when `None`)
@@ -203,7 +197,7 @@ pub fn schedule_of(cj: &CronJob) -> Result<(Schedule, TimeZone), String> {
 }
 
 /// What a backfill does with one slot of its range.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlotState {
     /// Not known to have run, and no Job: the backfill runs it.
     Run,
@@ -211,27 +205,36 @@ pub enum SlotState {
     JobExists,
     /// Not recorded as missed: it ran (or may have), and is not run again.
     AlreadyRan,
+    /// A calendar excludes its day: never run, as the schedule never runs it.
+    Excluded(Skip),
+    /// Before `notBefore` or after `notAfter`: never run.
+    OutsideWindow,
 }
 
 impl SlotState {
-    /// The word `--dry-run` prints.
-    pub fn describe(self) -> &'static str {
+    /// What `--dry-run` prints.
+    pub fn describe(&self) -> String {
         match self {
-            SlotState::Run => "run",
-            SlotState::JobExists => "skip: its Job exists",
-            SlotState::AlreadyRan => "skip: already ran",
+            SlotState::Run => "run".into(),
+            SlotState::JobExists => "skip: its Job exists".into(),
+            SlotState::AlreadyRan => "skip: already ran".into(),
+            SlotState::Excluded(skip) => format!("skip: {} excludes {}", skip.source, skip.date),
+            SlotState::OutsideWindow => "skip: outside notBefore/notAfter".into(),
         }
     }
 }
 
 /// The slots of `request`'s range up to `now`, oldest first, each with what the backfill does
 /// with it: `gaps` are the slots known not to have run ([`missed`], less what the backfill
-/// already ran), `exists` whether a slot's Job exists. `Err` when the range holds more than
-/// [`MAX_SLOTS`] slots, or `cj` has no schedule a backfill can walk.
+/// already ran), `exists` whether a slot's Job exists; a slot `exclusions` (the CronJob's
+/// calendars, resolved) or its window rule out never runs, as the schedule never runs it.
+/// `Err` when the range holds more than [`MAX_SLOTS`] slots, or `cj` has no schedule a backfill
+/// can walk.
 pub fn plan_slots(
     cj: &CronJob,
     request: &Request,
     gaps: &[Gap],
+    exclusions: &Exclusions,
     now: Timestamp,
     exists: impl Fn(Timestamp) -> bool,
 ) -> Result<Vec<(Timestamp, SlotState)>, String> {
@@ -240,11 +243,15 @@ pub fn plan_slots(
     let slots = slots_between(&schedule, &tz, request.from, to, MAX_SLOTS).map_err(|_| {
         format!("the range holds more than {MAX_SLOTS} slots: backfill a shorter one")
     })?;
+    let window = cj.spec.window();
     Ok(slots
         .into_iter()
-        .filter(|s| allowed(cj, *s, &tz))
         .map(|s| {
-            let state = if exists(s) {
+            let state = if let Verdict::Excluded(skip) = verdict(s, exclusions, &window, &tz) {
+                SlotState::Excluded(skip)
+            } else if !window.contains(s) {
+                SlotState::OutsideWindow
+            } else if exists(s) {
                 SlotState::JobExists
             } else if contains(gaps, s) {
                 SlotState::Run

@@ -12,8 +12,8 @@
 
 mod admission;
 mod alerts;
-mod calendar;
 mod backfill;
+mod calendar;
 mod cronjob;
 mod enqueue;
 mod failure_policy;

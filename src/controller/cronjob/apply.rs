@@ -513,7 +513,11 @@ async fn run_manual(
     // The answer decodes slim: only whether the request was rewritten matters.
     let cronjobs: Api<CachedCronJob> = Api::namespaced(ctx.client.clone(), namespace);
     let name = cj.metadata.name.as_deref().unwrap_or_default();
-    let patch = rewrite_annotation(ANNOTATION_TRIGGER, &manual.request, manual.remaining.as_deref());
+    let patch = rewrite_annotation(
+        ANNOTATION_TRIGGER,
+        &manual.request,
+        manual.remaining.as_deref(),
+    );
     match cronjobs.patch(name, &PatchParams::default(), &patch).await {
         Ok(_) => Ok(()),
         // The request changed (a newer one, handled by the next reconcile) or went away.

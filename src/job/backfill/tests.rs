@@ -276,7 +276,7 @@ fn a_range_plan_runs_only_missed_slots_without_a_job() {
         Request::new(t("2026-01-01T09:40:00Z"), t("2026-01-01T13:00:00Z"), 2).expect("ok");
     let now = t("2026-01-01T11:15:00Z");
     let exists = |s: Timestamp| s == t("2026-01-01T10:20:00Z");
-    let got = plan_slots(&cj, &request, &gaps, now, exists).expect("plan");
+    let got = plan_slots(&cj, &request, &gaps, &Exclusions::none(), now, exists).expect("plan");
     let want = [
         ("09:40", SlotState::AlreadyRan),
         ("09:50", SlotState::AlreadyRan),
@@ -291,10 +291,71 @@ fn a_range_plan_runs_only_missed_slots_without_a_job() {
     ];
     let want: Vec<(Timestamp, SlotState)> = want
         .iter()
-        .map(|(hm, s)| (t(&format!("2026-01-01T{hm}:00Z")), *s))
+        .map(|(hm, s)| (t(&format!("2026-01-01T{hm}:00Z")), s.clone()))
         .collect();
     assert_eq!(got, want, "clamped to now, oldest first");
     let huge = Request::new(t("2025-01-01T00:00:00Z"), t("2026-01-01T00:00:00Z"), 1).expect("ok");
-    let e = plan_slots(&cj, &huge, &gaps, now, |_| false).expect_err("too long");
+    let e =
+        plan_slots(&cj, &huge, &gaps, &Exclusions::none(), now, |_| false).expect_err("too long");
     assert!(e.contains("1000"), "{e}");
+}
+
+#[test]
+fn a_backfill_never_runs_a_slot_its_calendars_or_window_rule_out() {
+    use crate::schedule::exclusions::{Skip, Source};
+    let mut cj = cronjob("0 12 * * *");
+    cj.spec.time_zone = Some("Europe/Berlin".into());
+    let days = crate::api::CalendarSpec {
+        dates: vec!["2026-01-03".into()],
+        ..Default::default()
+    };
+    cj.spec.exclusions = Some(days.clone());
+    cj.spec.not_after = Some(Time(t("2026-01-05T00:00:00Z")));
+    let exclusions = Exclusions::none().with(Source::Inline, days.days()).with(
+        Source::Calendar("holidays".into()),
+        {
+            crate::api::CalendarSpec {
+                yearly: vec!["01-02".into()],
+                ..Default::default()
+            }
+            .days()
+        },
+    );
+    let gaps = vec![gap(None, "2026-02-01T00:00:00Z")];
+    let request =
+        Request::new(t("2026-01-01T00:00:00Z"), t("2026-01-06T00:00:00Z"), 1).expect("ok");
+    let got = plan_slots(
+        &cj,
+        &request,
+        &gaps,
+        &exclusions,
+        t("2026-01-20T00:00:00Z"),
+        |_| false,
+    )
+    .expect("plan");
+    let date = |d: &str| d.parse::<jiff::civil::Date>().expect("date");
+    let want = vec![
+        (t("2026-01-01T11:00:00Z"), SlotState::Run),
+        (
+            t("2026-01-02T11:00:00Z"),
+            SlotState::Excluded(Skip {
+                source: Source::Calendar("holidays".into()),
+                date: date("2026-01-02"),
+            }),
+        ),
+        (
+            t("2026-01-03T11:00:00Z"),
+            SlotState::Excluded(Skip {
+                source: Source::Inline,
+                date: date("2026-01-03"),
+            }),
+        ),
+        (t("2026-01-04T11:00:00Z"), SlotState::Run),
+        (t("2026-01-05T11:00:00Z"), SlotState::OutsideWindow),
+    ];
+    assert_eq!(got, want);
+    assert_eq!(
+        got[1].1.describe(),
+        "skip: Calendar holidays excludes 2026-01-02"
+    );
 }

@@ -16,6 +16,7 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::events::EventType;
 
+use super::scheduling::Calendars;
 use super::{Action, PlanConfig, Records, event};
 use crate::api::{ANNOTATION_BACKFILL, BackfillProgress, CronJob, CronJobStatus};
 use crate::job::backfill::{self, Gap, Request, SlotState};
@@ -112,6 +113,7 @@ pub fn step(
     cj: &CronJob,
     owned: &[&Job],
     gaps: &[Gap],
+    calendars: &Calendars,
     now: Timestamp,
     cfg: &PlanConfig,
     status: &mut CronJobStatus,
@@ -146,7 +148,12 @@ pub fn step(
             .iter()
             .any(|j| j.metadata.name.as_deref() == Some(name.as_str()))
     };
-    let slots = match backfill::plan_slots(cj, &parsed, gaps, now, exists) {
+    let Calendars::Found(exclusions) = calendars else {
+        // A Calendar it names is missing: no slot runs, backfilled or scheduled, until it
+        // exists (the `CalendarNotFound` condition says which); the request waits.
+        return None;
+    };
+    let slots = match backfill::plan_slots(cj, &parsed, gaps, exclusions, now, exists) {
         Ok(slots) => slots,
         Err(why) => return invalid(why),
     };
@@ -183,18 +190,26 @@ pub fn step(
         let created = usize::try_from(progress.created.max(0))
             .unwrap_or(0)
             .max(present);
-        let note = format!(
-            "Backfill of {} to {} done: {created} {} created, {} {} already run",
+        let ruled_out = slots
+            .iter()
+            .filter(|(_, state)| matches!(state, SlotState::Excluded(_) | SlotState::OutsideWindow))
+            .count();
+        let ran = slots.len().saturating_sub(created + ruled_out);
+        let plural =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        let mut note = format!(
+            "Backfill of {} to {} done: {} created, {} already run",
             parsed.from,
             to,
-            if created == 1 { "Job" } else { "Jobs" },
-            slots.len().saturating_sub(created),
-            if slots.len().saturating_sub(created) == 1 {
-                "slot"
-            } else {
-                "slots"
-            },
+            plural(created, "Job", "Jobs"),
+            plural(ran, "slot", "slots"),
         );
+        if ruled_out > 0 {
+            note.push_str(&format!(
+                ", {} ruled out by calendars or the window",
+                plural(ruled_out, "slot", "slots")
+            ));
+        }
         status.backfill = Some(progress);
         return Some(Backfill::Done { request, note });
     }

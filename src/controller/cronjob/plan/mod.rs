@@ -457,7 +457,7 @@ pub fn plan_calendars(
     let dropped = queued.dropped.iter().map(|(_, why)| *why).collect();
     let (manual, warning) = manual::requested(cj, &owned, now, cfg);
     actions.extend(warning);
-    let backfill = backfill::step(cj, &owned, &gaps, now, cfg, &mut status);
+    let backfill = backfill::step(cj, &owned, &gaps, calendars, now, cfg, &mut status);
     let mut requeue_after = decided.requeue_after;
     if let Some(at) = manual.as_ref().and_then(|m| m.next) {
         // A run asked for at a later time: look again when it comes, suspended or not.

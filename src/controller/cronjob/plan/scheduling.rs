@@ -14,7 +14,7 @@ use super::{Action, PlanConfig, event, events};
 use crate::api::{ConcurrencyPolicy, CronJob, ScheduleFieldsError};
 use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
-use crate::schedule::exclusions::{self, Exclusions, Grid, Next, Skip, Verdict, Window};
+use crate::schedule::exclusions::{self, Exclusions, Grid, Next, Skip, Verdict};
 use crate::schedule::{self, ListError, Schedule, SlotError, SlotQuery};
 
 /// Padding added to every requeue so the next slot is due when we wake. Upstream pads 100 ms;
@@ -150,14 +150,6 @@ impl Calendars {
     /// `cj`'s own exclusions, and every Calendar it names missing (nothing looked up).
     pub fn inline(cj: &CronJob) -> Self {
         Self::resolve(cj, |_| None)
-    }
-}
-
-/// `spec.notBefore` and `spec.notAfter` of `cj`.
-pub fn window(cj: &CronJob) -> Window {
-    Window {
-        not_before: cj.spec.not_before.as_ref().map(|t| t.0),
-        not_after: cj.spec.not_after.as_ref().map(|t| t.0),
     }
 }
 
@@ -313,7 +305,7 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         Calendars::Found(found) => found,
         Calendars::Missing(names) => return Scheduling::idle(calendar_not_found(names)),
     };
-    let window = window(cj);
+    let window = cj.spec.window();
     // Skipped slots are done with, as run ones are; a window that has not begun starts the
     // search at its start (cron schedules: `@every` slots keep their anchor).
     let mut anchor = last_schedule_time.max(seen.last_skipped);

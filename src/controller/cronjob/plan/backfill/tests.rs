@@ -280,3 +280,41 @@ fn slots_a_backfill_ran_are_recorded_again_when_their_status_write_was_lost() {
     let plain = plan_recorded(&cj, &[], Records::of(&cj), t(NOW), &cfg);
     assert_eq!(plain.status.missed, None, "nothing to record");
 }
+
+#[test]
+fn a_backfill_waits_for_a_missing_calendar_and_runs_no_day_one_excludes() {
+    use super::super::plan_calendars;
+    let cfg = PlanConfig::default();
+    let now = t(NOW);
+    let mut cj = asked(&minute(50), &minute(59), 3);
+    cj.spec.calendars = Some(vec!["holidays".into()]);
+
+    let missing = Calendars::resolve(&cj, |_| None);
+    let waiting = plan_calendars(&cj, &[], Records::of(&cj), now, &cfg, None, &missing);
+    assert_eq!(waiting.backfill, None, "no Job, and the request stays");
+    assert_eq!(waiting.creates().count(), 0);
+
+    let holidays = Arc::new(crate::api::Calendar::new(
+        "holidays",
+        crate::api::CalendarSpec {
+            dates: vec!["2016-05-19".into()],
+            ..Default::default()
+        },
+    ));
+    let found = Calendars::resolve(&cj, |_| Some(holidays.clone()));
+    let excluded = plan_calendars(&cj, &[], Records::of(&cj), now, &cfg, None, &found);
+    assert_eq!(
+        excluded.creates().count(),
+        0,
+        "every slot's day is excluded"
+    );
+    match &excluded.backfill {
+        Some(Backfill::Done { note, .. }) => assert!(
+            note.ends_with(
+                "0 Jobs created, 0 slots already run, 10 slots ruled out by calendars or the window"
+            ),
+            "{note}"
+        ),
+        other => panic!("want Done, got {other:?}"),
+    }
+}
