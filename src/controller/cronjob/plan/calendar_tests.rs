@@ -277,3 +277,26 @@ fn a_window_whose_remaining_days_are_excluded_is_finished_early() {
         )
     );
 }
+
+/// A run asked for with `kubectl kronjob trigger` is explicit: it runs on an excluded day and
+/// after the window has ended, as it runs while the CronJob is suspended.
+#[test]
+fn a_manual_run_runs_on_an_excluded_day_and_after_the_window() {
+    let mut cj = hourly();
+    cj.spec.exclusions = Some(days(&["2016-05-19"]));
+    cj.spec.not_after = Some(Time(t("2016-05-19T09:59:30Z")));
+    cj.metadata.annotations.get_or_insert_default().insert(
+        crate::api::ANNOTATION_TRIGGER.into(),
+        "2016-05-19T10:00:00Z".into(),
+    );
+    let p = run(&cj, "2016-05-19T10:00:05Z");
+    assert_eq!(ready(&p), ("False".into(), "Finished".into()));
+    let names: Vec<String> = p
+        .creates()
+        .filter_map(|j| j.metadata.name.clone())
+        .collect();
+    assert_eq!(
+        names,
+        [crate::job::manual_name("cj", t("2016-05-19T10:00:00Z"))]
+    );
+}
