@@ -44,6 +44,16 @@ pub fn floor(at: Timestamp) -> Timestamp {
     Timestamp::from_second(secs).unwrap_or(at)
 }
 
+/// The runs asked for on `cj` at `now`: its annotation read with [`parse`]; none without one.
+pub fn requests_of(cj: &super::CronJob, now: Timestamp) -> Requests {
+    cj.metadata
+        .annotations
+        .as_ref()
+        .and_then(|a| a.get(ANNOTATION_TRIGGER))
+        .map(|v| parse(v, now))
+        .unwrap_or_default()
+}
+
 /// Read the annotation's `value` at `now`: every entry an RFC 3339 time no later than
 /// [`HORIZON`] after `now`; of more than [`MAX_PENDING`], the earliest are kept.
 pub fn parse(value: &str, now: Timestamp) -> Requests {

@@ -15,7 +15,7 @@ use kube::{Api, Client};
 use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::{self, DataFormat, NONE, Table};
-use crate::api::{ANNOTATION_TRIGGER, CronJob, LABEL_CRONJOB, trigger};
+use crate::api::{CronJob, LABEL_CRONJOB, trigger};
 use crate::job::{Outcome, Ran, controlled_by, finish, manual_name, ran_for};
 
 /// Flags of `history`.
@@ -49,13 +49,7 @@ pub async fn run(
     let cronjob = Api::<CronJob>::namespaced(client.clone(), &namespace)
         .get(&args.name)
         .await?;
-    let asked = cronjob
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_TRIGGER))
-        .map(|v| trigger::parse(v, now).times)
-        .unwrap_or_default();
+    let asked = trigger::requests_of(&cronjob, now).times;
     let uid = cronjob.metadata.uid.unwrap_or_default();
     let queued: Vec<Timestamp> = cronjob
         .status

@@ -17,7 +17,7 @@ use super::CliError;
 use super::cluster::{KubeArgs, Scope};
 use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
-use crate::api::{ANNOTATION_TRIGGER, CronJob, LABEL_CRONJOB, trigger};
+use crate::api::{CronJob, LABEL_CRONJOB, trigger};
 use crate::job::{Outcome, controller_uid, finish};
 use crate::schedule::{Schedule, time_zone};
 
@@ -218,13 +218,7 @@ pub fn last_run<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Option<LastRun> 
 /// The manual runs asked for (`trigger`, `trigger --at`): when the first runs, `in 25m` (`due`
 /// once its time has come), and how many more wait, `in 25m (+2)`; `<none>` without.
 pub fn pending_runs(cj: &CronJob, now: Timestamp) -> String {
-    let times = cj
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_TRIGGER))
-        .map(|v| trigger::parse(v, now).times)
-        .unwrap_or_default();
+    let times = trigger::requests_of(cj, now).times;
     let Some(first) = times.first() else {
         return NONE.into();
     };
@@ -279,6 +273,7 @@ pub fn next_run(cj: &CronJob, now: Timestamp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::api::ANNOTATION_TRIGGER;
     use crate::testing::fixtures::*;
 
     const NOW: &str = "2016-05-19T10:05:00Z";

@@ -20,7 +20,7 @@ use serde_json::json;
 
 use super::CliError;
 use super::cluster::KubeArgs;
-use crate::api::trigger::{self, HORIZON, MAX_PENDING, Requests};
+use crate::api::trigger::{self, HORIZON, MAX_PENDING};
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
 use crate::job::manual_name;
 
@@ -88,16 +88,6 @@ impl TriggerArgs {
     }
 }
 
-/// The times the CronJob's annotation holds.
-fn requests_of(cj: &CronJob, now: Timestamp) -> Requests {
-    cj.metadata
-        .annotations
-        .as_ref()
-        .and_then(|a| a.get(ANNOTATION_TRIGGER))
-        .map(|v| trigger::parse(v, now))
-        .unwrap_or_default()
-}
-
 /// The time asked for, whole seconds; a usage error when it cannot be one or is too far ahead.
 fn asked_time(args: &TriggerArgs, cj: &CronJob, now: Timestamp) -> Result<Timestamp, CliError> {
     let at = match (args.at, args.in_) {
@@ -146,7 +136,7 @@ pub async fn run(
         attempt += 1;
         let cj = cronjobs.get(&args.name).await?;
         let at = asked_time(args, &cj, now)?;
-        let requests = requests_of(&cj, now);
+        let requests = trigger::requests_of(&cj, now);
         let requested = match requests.due(now).next() {
             // Join a run still due rather than ask for another.
             Some(due) if !timed => due,
@@ -243,7 +233,7 @@ async fn cancel(
     let cancelled = loop {
         attempt += 1;
         let cj = cronjobs.get(&args.name).await?;
-        let requests = requests_of(&cj, now);
+        let requests = trigger::requests_of(&cj, now);
         let cancelled: Vec<Timestamp> = match args.at {
             Some(_) => {
                 let at = asked_time(args, &cj, now)?;
