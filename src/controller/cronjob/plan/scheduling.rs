@@ -282,15 +282,15 @@ pub struct Seen<'a> {
 
 /// Decide for what was `seen` at `now`, in steps:
 ///
-/// 1. [`Seen::schedulable`]: can the CronJob schedule at all (deletion, time zone, schedule,
+/// 1. `Seen::schedulable`: can the CronJob schedule at all (deletion, time zone, schedule,
 ///    suspension, Job template, calendars)?
-/// 2. [`search_anchor`] and [`due_slots`]: where the missed-run search starts, and which slot
+/// 2. `search_anchor` and `due_slots`: where the missed-run search starts, and which slot
 ///    is due and which comes next;
-/// 3. [`scheduled`], [`next_allowed`] and [`wake_at`]: the `Ready` condition, the next slot
+/// 3. `scheduled`, `next_allowed` and `wake_at`: the `Ready` condition, the next slot
 ///    the calendars and the window allow, and when to look again;
-/// 4. [`Seen::act_on_due`]: what the due slot comes to (a run, a skip for a calendar, a
+/// 4. `Seen::act_on_due`: what the due slot comes to (a run, a skip for a calendar, a
 ///    warning for a slot the deadline hid);
-/// 5. [`finish_if_window_ended`]: whether the active window has nothing left to run.
+/// 5. `finish_if_window_ended`: whether the active window has nothing left to run.
 pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
     let cj = seen.cj;
     let (sched, tz, excluded) = match seen.schedulable() {
