@@ -14,8 +14,8 @@ use super::{Action, PlanConfig, event, events};
 use crate::api::{ConcurrencyPolicy, CronJob, ScheduleFieldsError};
 use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
-use crate::schedule::exclusions::{self, Exclusions, Grid, Next, Skip, Verdict};
-use crate::schedule::{self, ListError, Schedule, SlotError, SlotQuery};
+use crate::schedule::exclusions::{self, Exclusions, Grid, Next, Skip, Verdict, Window};
+use crate::schedule::{self, ListError, Schedule, SlotError, SlotQuery, Slots};
 
 /// Padding added to every requeue so the next slot is due when we wake. Upstream pads 100 ms;
 /// waking early is harmless here (the reconcile finds nothing due yet, requeues for the rest
@@ -280,39 +280,25 @@ pub struct Seen<'a> {
     pub last_skipped: Option<Timestamp>,
 }
 
-/// Decide for what was `seen` at `now`.
+/// Decide for what was `seen` at `now`, in steps:
+///
+/// 1. `Seen::schedulable`: can the CronJob schedule at all (deletion, time zone, schedule,
+///    suspension, Job template, calendars)?
+/// 2. `search_anchor` and `due_slots`: where the missed-run search starts, and which slot
+///    is due and which comes next;
+/// 3. `scheduled`, `next_allowed` and `wake_at`: the `Ready` condition, the next slot
+///    the calendars and the window allow, and when to look again;
+/// 4. `Seen::act_on_due`: what the due slot comes to (a run, a skip for a calendar, a
+///    warning for a slot the deadline hid);
+/// 5. `finish_if_window_ended`: whether the active window has nothing left to run.
 pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
     let cj = seen.cj;
-    let last_schedule_time = seen.last_scheduled;
-    if cj.metadata.deletion_timestamp.is_some() {
-        return Scheduling::idle(Readiness::not_ready(
-            reason::TERMINATING,
-            "the CronJob is being deleted".into(),
-            None,
-        ));
-    }
-    let (sched, tz) = match inputs(cj) {
+    let (sched, tz, excluded) = match seen.schedulable() {
         Ok(inputs) => inputs,
         Err(readiness) => return Scheduling::idle(readiness),
     };
-    if let Some(readiness) = seen.suspended.clone() {
-        return Scheduling::idle(readiness);
-    }
-    if let Some(message) = seen.invalid_template {
-        return Scheduling::idle(invalid_template(message));
-    }
-    let excluded = match seen.calendars {
-        Calendars::Found(found) => found,
-        Calendars::Missing(names) => return Scheduling::idle(calendar_not_found(names)),
-    };
     let window = cj.spec.window();
-    // Skipped slots are done with, as run ones are; a window that has not begun starts the
-    // search at its start (cron schedules: `@every` slots keep their anchor).
-    let mut anchor = last_schedule_time.max(seen.last_skipped);
-    if let (Some(b), None) = (window.not_before, sched.every_seconds()) {
-        let before = b - jiff::SignedDuration::from_nanos(1);
-        anchor = Some(anchor.map_or(before, |a| a.max(before)));
-    }
+    let anchor = search_anchor(seen.last_scheduled, seen.last_skipped, &window, &sched);
     let creation = cj.metadata.creation_timestamp.as_ref().map_or(now, |t| t.0);
     let query = SlotQuery {
         schedule: &sched,
@@ -322,24 +308,105 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         starting_deadline_seconds: cj.spec.starting_deadline_seconds,
         now,
     };
-    let slots = match schedule::slots(&query) {
+    let slots = match due_slots(&query) {
         Ok(slots) => slots,
-        Err(e) => {
-            let why = match e {
-                SlotError::NeverFires(_) => reason::INVALID_SCHEDULE,
-                SlotError::NegativeDeadline(_) => reason::INVALID_SPEC,
-            };
-            return Scheduling::idle(Readiness::not_ready(
-                why,
-                format!("invalid schedule: {} : {e}", sched.describe()),
-                Some(events::INVALID_SCHEDULE),
-            ));
-        }
+        Err(readiness) => return Scheduling::idle(readiness),
     };
     let grid = Grid::of(&sched, anchor.unwrap_or(creation));
-    let allowed = slots.next.map_or(Next::WindowEnded, |raw| {
-        exclusions::next_allowed(grid, raw, excluded, &window, &tz)
-    });
+    let allowed = next_allowed(grid, slots.next, excluded, &window, &tz);
+    let mut decided = Scheduling {
+        readiness: scheduled(&sched, &tz, &allowed),
+        next: match allowed {
+            Next::At(t) => Some(t),
+            Next::WindowEnded | Next::GaveUp => None,
+        },
+        requeue_after: wake_at(slots.next, &window, grid, &tz).map(|n| requeue_for(n, now)),
+        due: None,
+        events: Vec::new(),
+        skipped: None,
+    };
+    seen.act_on_due(&mut decided, &query, &slots, excluded, &window, cfg);
+    finish_if_window_ended(&mut decided, &allowed, &window, now);
+    decided
+}
+
+impl<'a> Seen<'a> {
+    /// The schedule, zone and calendar days the CronJob schedules with, or the `Ready`
+    /// condition saying why it does not schedule at all: it is being deleted, its time zone or
+    /// schedule is invalid, it is suspended, the API server refuses its Job template, or a
+    /// Calendar it names is missing (checked in that order).
+    fn schedulable(&self) -> Result<(Schedule, TimeZone, &'a Exclusions), Readiness> {
+        if self.cj.metadata.deletion_timestamp.is_some() {
+            return Err(Readiness::not_ready(
+                reason::TERMINATING,
+                "the CronJob is being deleted".into(),
+                None,
+            ));
+        }
+        let (sched, tz) = inputs(self.cj)?;
+        if let Some(readiness) = self.suspended.clone() {
+            return Err(readiness);
+        }
+        if let Some(message) = self.invalid_template {
+            return Err(invalid_template(message));
+        }
+        match self.calendars {
+            Calendars::Found(found) => Ok((sched, tz, found)),
+            Calendars::Missing(names) => Err(calendar_not_found(names)),
+        }
+    }
+}
+
+/// Where the missed-run search starts: after the latest slot that ran or was skipped for a
+/// calendar (skipped slots are done with, as run ones are); a window that has not begun
+/// starts it at its start (cron schedules: `@every` slots keep their anchor).
+fn search_anchor(
+    last_scheduled: Option<Timestamp>,
+    last_skipped: Option<Timestamp>,
+    window: &Window,
+    sched: &Schedule,
+) -> Option<Timestamp> {
+    let mut anchor = last_scheduled.max(last_skipped);
+    if let (Some(b), None) = (window.not_before, sched.every_seconds()) {
+        let before = b - jiff::SignedDuration::from_nanos(1);
+        anchor = Some(anchor.map_or(before, |a| a.max(before)));
+    }
+    anchor
+}
+
+/// The due slot, the missed count and the next slot of `query`, or the `Ready` condition of
+/// a schedule that never fires or a negative starting deadline.
+fn due_slots(query: &SlotQuery<'_>) -> Result<Slots, Readiness> {
+    schedule::slots(query).map_err(|e| {
+        let why = match e {
+            SlotError::NeverFires(_) => reason::INVALID_SCHEDULE,
+            SlotError::NegativeDeadline(_) => reason::INVALID_SPEC,
+        };
+        Readiness::not_ready(
+            why,
+            format!("invalid schedule: {} : {e}", query.schedule.describe()),
+            Some(events::INVALID_SCHEDULE),
+        )
+    })
+}
+
+/// The next slot that may run, from the schedule's next one (`raw`): inside the window and on
+/// no day the calendars exclude; none when the schedule has no next slot.
+fn next_allowed(
+    grid: Grid<'_>,
+    raw: Option<Timestamp>,
+    excluded: &Exclusions,
+    window: &Window,
+    tz: &TimeZone,
+) -> Next {
+    raw.map_or(Next::WindowEnded, |raw| {
+        exclusions::next_allowed(grid, raw, excluded, window, tz)
+    })
+}
+
+/// The `Ready` condition of a CronJob that schedules: its schedules and zone, and whether the
+/// search for a slot the calendars allow gave up.
+fn scheduled(sched: &Schedule, tz: &TimeZone, allowed: &Next) -> Readiness {
     let mut message = format!(
         "{} {} in time zone {}",
         if sched.len() > 1 {
@@ -350,81 +417,119 @@ pub fn decide(seen: Seen<'_>, now: Timestamp, cfg: &PlanConfig) -> Scheduling {
         sched.describe(),
         tz.iana_name().unwrap_or("UTC")
     );
-    if allowed == Next::GaveUp {
+    if *allowed == Next::GaveUp {
         message.push_str(&format!(
             "; no slot the calendars allow within {} excluded stretches or 5 years",
             exclusions::MAX_EXCLUDED_SEARCH
         ));
     }
-    // Wake at the next slot inside the window, allowed or not (an excluded one gets its
-    // Event at its time); before the window, at its first slot.
-    let wake = match (slots.next, window.not_before) {
+    Readiness {
+        ready: true,
+        reason: reason::SCHEDULED,
+        message,
+        warning: None,
+    }
+}
+
+/// When to wake: at the schedule's next slot (`next`) inside the window, allowed or not (an
+/// excluded one gets its Event at its time); before the window, at its first slot; after it,
+/// never.
+fn wake_at(
+    next: Option<Timestamp>,
+    window: &Window,
+    grid: Grid<'_>,
+    tz: &TimeZone,
+) -> Option<Timestamp> {
+    match (next, window.not_before) {
         (Some(raw), _) if window.contains(raw) => Some(raw),
-        (Some(raw), Some(b)) if raw < b => grid.at_or_after(b, &tz).filter(|s| window.contains(*s)),
+        (Some(raw), Some(b)) if raw < b => grid.at_or_after(b, tz).filter(|s| window.contains(*s)),
         _ => None,
-    };
-    let mut decided = Scheduling {
-        readiness: Readiness {
-            ready: true,
-            reason: reason::SCHEDULED,
-            message,
-            warning: None,
-        },
-        next: match allowed {
-            Next::At(t) => Some(t),
-            Next::WindowEnded | Next::GaveUp => None,
-        },
-        requeue_after: wake.map(|n| requeue_for(n, now)),
-        due: None,
-        events: Vec::new(),
-        skipped: None,
-    };
-    match slots
-        .due
-        .map(|slot| (slot, exclusions::verdict(slot, excluded, &window, &tz)))
-    {
-        Some((slot, Verdict::Allowed)) => {
-            let (run, events) = seen.run_slot(slot, slots.missed, &tz, cfg);
-            decided.due = run.map(|run| Due { slot, run });
-            decided.events.extend(events);
-        }
-        Some((slot, Verdict::Excluded(skip))) => decided.skipped = Some((slot, skip)),
-        Some((_, Verdict::OutsideWindow)) => {}
-        None if cj.spec.starting_deadline_seconds.is_some() => {
-            // The deadline hid a slot: say so (upstream narrows it away silently), unless the
-            // slot was not to run anyway.
-            let unbounded = SlotQuery {
-                starting_deadline_seconds: None,
-                ..query
-            };
-            if let Ok(s) = schedule::slots(&unbounded)
-                && let Some(missed) = s.due
-                && exclusions::verdict(missed, excluded, &window, &tz) == Verdict::Allowed
-            {
-                decided.events.push(event(
-                    EventType::Warning,
-                    events::MISS_SCHEDULE,
-                    format!(
-                        "Missed scheduled time to start a job: {}",
-                        schedule::scheduled_at(missed, &tz)
-                    ),
-                ));
+    }
+}
+
+impl Seen<'_> {
+    /// What the due slot comes to, recorded in `decided`: the concurrency policy's run (and its
+    /// events) when the window and the calendars allow it, a skip when a calendar excludes its
+    /// day, nothing outside the window; with no due slot, the `MissSchedule` warning for one
+    /// the starting deadline hid ([`deadline_missed`]).
+    fn act_on_due(
+        &self,
+        decided: &mut Scheduling,
+        query: &SlotQuery<'_>,
+        slots: &Slots,
+        excluded: &Exclusions,
+        window: &Window,
+        cfg: &PlanConfig,
+    ) {
+        let tz = query.tz;
+        match slots
+            .due
+            .map(|slot| (slot, exclusions::verdict(slot, excluded, window, tz)))
+        {
+            Some((slot, Verdict::Allowed)) => {
+                let (run, events) = self.run_slot(slot, slots.missed, tz, cfg);
+                decided.due = run.map(|run| Due { slot, run });
+                decided.events.extend(events);
             }
+            Some((slot, Verdict::Excluded(skip))) => decided.skipped = Some((slot, skip)),
+            Some((_, Verdict::OutsideWindow)) => {}
+            None if self.cj.spec.starting_deadline_seconds.is_some() => {
+                decided
+                    .events
+                    .extend(deadline_missed(query, excluded, window));
+            }
+            None => {}
         }
-        None => {}
     }
-    if let (Next::WindowEnded, Some(end), None) = (&allowed, window.not_after, &decided.due) {
-        let message = if end <= now {
-            format!("the active window ended at {end} (spec.notAfter): no slot is left to run")
-        } else {
-            format!(
-                "the calendars exclude every slot left before the active window ends at {end} (spec.notAfter)"
-            )
-        };
-        decided.readiness = Readiness::not_ready(reason::FINISHED, message, None);
-        decided.requeue_after = None;
+}
+
+/// The `MissSchedule` warning for the slot the starting deadline hid from `query` (upstream
+/// narrows it away silently), unless that slot was not to run anyway (outside the window or
+/// on an excluded day).
+fn deadline_missed(
+    query: &SlotQuery<'_>,
+    excluded: &Exclusions,
+    window: &Window,
+) -> Option<Action> {
+    let unbounded = SlotQuery {
+        starting_deadline_seconds: None,
+        ..*query
+    };
+    let missed = schedule::slots(&unbounded).ok()?.due?;
+    if exclusions::verdict(missed, excluded, window, query.tz) != Verdict::Allowed {
+        return None;
     }
-    decided
+    Some(event(
+        EventType::Warning,
+        events::MISS_SCHEDULE,
+        format!(
+            "Missed scheduled time to start a job: {}",
+            schedule::scheduled_at(missed, query.tz)
+        ),
+    ))
+}
+
+/// Whether the active window has nothing left to run: with no next slot allowed, a
+/// `spec.notAfter` and no Job to create now, the CronJob is finished (its window ended, or the
+/// calendars exclude every slot left in it) and waits for a change.
+fn finish_if_window_ended(
+    decided: &mut Scheduling,
+    allowed: &Next,
+    window: &Window,
+    now: Timestamp,
+) {
+    let (Next::WindowEnded, Some(end), None) = (allowed, window.not_after, &decided.due) else {
+        return;
+    };
+    let message = if end <= now {
+        format!("the active window ended at {end} (spec.notAfter): no slot is left to run")
+    } else {
+        format!(
+            "the calendars exclude every slot left before the active window ends at {end} (spec.notAfter)"
+        )
+    };
+    decided.readiness = Readiness::not_ready(reason::FINISHED, message, None);
+    decided.requeue_after = None;
 }
 
 /// The `Ready` condition of a CronJob naming Calendars that do not exist.
