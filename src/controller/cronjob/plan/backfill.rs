@@ -126,36 +126,19 @@ pub fn step(
         return None;
     }
     let request = value.to_string();
-    let invalid = |why: String| {
-        let warning = event(
-            EventType::Warning,
-            INVALID_BACKFILL,
-            format!("Annotation {ANNOTATION_BACKFILL} {request:?}: {why}; removed"),
-        );
-        Some(Backfill::Invalid {
-            request: request.clone(),
-            warning,
-        })
-    };
     let parsed = match Request::parse(value) {
         Ok(parsed) => parsed,
-        Err(why) => return invalid(why),
-    };
-    let name = |slot| jobs::scheduled_name(cj.metadata.name.as_deref().unwrap_or_default(), slot);
-    let exists = |slot| {
-        let name = name(slot);
-        owned
-            .iter()
-            .any(|j| j.metadata.name.as_deref() == Some(name.as_str()))
+        Err(why) => return Some(invalid(request, why)),
     };
     let Calendars::Found(exclusions) = calendars else {
         // A Calendar it names is missing: no slot runs, backfilled or scheduled, until it
         // exists (the `CalendarNotFound` condition says which); the request waits.
         return None;
     };
+    let exists = |slot| has_job(cj, owned, slot, |_| true);
     let slots = match backfill::plan_slots(cj, &parsed, gaps, exclusions, now, exists) {
         Ok(slots) => slots,
-        Err(why) => return invalid(why),
+        Err(why) => return Some(invalid(request, why)),
     };
     let progress = status
         .backfill
@@ -176,43 +159,90 @@ pub fn step(
         if rest != gaps {
             status.missed = Some(backfill::to_status(&rest));
         }
-        // The count the status kept, or the backfill's Jobs of the range that exist when more
-        // (a count lost to a conflicting status write).
-        let present = slots
-            .iter()
-            .filter(|(slot, _)| {
-                let name = name(*slot);
-                owned.iter().any(|j| {
-                    j.metadata.name.as_deref() == Some(name.as_str()) && jobs::backfilled(j)
-                })
-            })
-            .count();
-        let created = usize::try_from(progress.created.max(0))
-            .unwrap_or(0)
-            .max(present);
-        let ruled_out = slots
-            .iter()
-            .filter(|(_, state)| matches!(state, SlotState::Excluded(_) | SlotState::OutsideWindow))
-            .count();
-        let ran = slots.len().saturating_sub(created + ruled_out);
-        let plural =
-            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
-        let mut note = format!(
-            "Backfill of {} to {} done: {} created, {} already run",
-            parsed.from,
-            to,
-            plural(created, "Job", "Jobs"),
-            plural(ran, "slot", "slots"),
-        );
-        if ruled_out > 0 {
-            note.push_str(&format!(
-                ", {} ruled out by calendars or the window",
-                plural(ruled_out, "slot", "slots")
-            ));
-        }
+        let note = done_note(cj, owned, &parsed, to, &slots, progress.created);
         status.backfill = Some(progress);
         return Some(Backfill::Done { request, note });
     }
+    let creates = creates(cj, owned, parsed.parallel, pending, cfg)?;
+    // Gaps as they stand, so each create can take its slots out of them.
+    status.missed = Some(backfill::to_status(gaps));
+    status.backfill = Some(progress);
+    Some(Backfill::Run {
+        request,
+        from: parsed.from,
+        creates,
+    })
+}
+
+/// A `request` that cannot run, for `why`: it is removed, with an `InvalidBackfill` Warning.
+fn invalid(request: String, why: String) -> Backfill {
+    let warning = event(
+        EventType::Warning,
+        INVALID_BACKFILL,
+        format!("Annotation {ANNOTATION_BACKFILL} {request:?}: {why}; removed"),
+    );
+    Backfill::Invalid { request, warning }
+}
+
+/// Whether one of the `owned` Jobs named for `slot` (a scheduled slot's name: a backfill's Job
+/// has it too) is `such`.
+fn has_job(cj: &CronJob, owned: &[&Job], slot: Timestamp, such: impl Fn(&Job) -> bool) -> bool {
+    let name = jobs::scheduled_name(cj.metadata.name.as_deref().unwrap_or_default(), slot);
+    owned
+        .iter()
+        .any(|j| j.metadata.name.as_deref() == Some(name.as_str()) && such(j))
+}
+
+/// The `BackfillDone` note of the range `[parsed.from, to]` whose `slots` are all done: how
+/// many Jobs it created (the count the status kept, `counted`, or the backfill's Jobs of the
+/// range that exist when more: a count lost to a conflicting status write), how many slots had
+/// run already, and how many calendars or the window ruled out.
+fn done_note(
+    cj: &CronJob,
+    owned: &[&Job],
+    parsed: &Request,
+    to: Timestamp,
+    slots: &[(Timestamp, SlotState)],
+    counted: i32,
+) -> String {
+    let present = slots
+        .iter()
+        .filter(|(slot, _)| has_job(cj, owned, *slot, jobs::backfilled))
+        .count();
+    let created = usize::try_from(counted.max(0)).unwrap_or(0).max(present);
+    let ruled_out = slots
+        .iter()
+        .filter(|(_, state)| matches!(state, SlotState::Excluded(_) | SlotState::OutsideWindow))
+        .count();
+    let ran = slots.len().saturating_sub(created + ruled_out);
+    let plural =
+        |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+    let mut note = format!(
+        "Backfill of {} to {} done: {} created, {} already run",
+        parsed.from,
+        to,
+        plural(created, "Job", "Jobs"),
+        plural(ran, "slot", "slots"),
+    );
+    if ruled_out > 0 {
+        note.push_str(&format!(
+            ", {} ruled out by calendars or the window",
+            plural(ruled_out, "slot", "slots")
+        ));
+    }
+    note
+}
+
+/// The Jobs to create now for the `pending` slots, oldest first: as many as leave at most
+/// `parallel` of the backfill's Jobs unfinished. `None` when the schedule has no time zone to
+/// name the slots in (the request is left as it is).
+fn creates(
+    cj: &CronJob,
+    owned: &[&Job],
+    parallel: u32,
+    pending: Vec<Timestamp>,
+    cfg: &PlanConfig,
+) -> Option<Vec<(Timestamp, Box<Job>)>> {
     let running = owned
         .iter()
         .filter(|j| {
@@ -221,7 +251,7 @@ pub fn step(
                 && j.metadata.deletion_timestamp.is_none()
         })
         .count();
-    let room = usize::try_from(parsed.parallel)
+    let room = usize::try_from(parallel)
         .unwrap_or(1)
         .saturating_sub(running);
     let tz = backfill::schedule_of(cj).map(|(_, tz)| tz).ok()?;
@@ -233,14 +263,7 @@ pub fn step(
             Some((slot, Box::new(job)))
         })
         .collect();
-    // Gaps as they stand, so each create can take its slots out of them.
-    status.missed = Some(backfill::to_status(gaps));
-    status.backfill = Some(progress);
-    Some(Backfill::Run {
-        request,
-        from: parsed.from,
-        creates,
-    })
+    Some(creates)
 }
 
 /// Record in `status` that the backfill from `from` created (or found) the Job of `slot`: the

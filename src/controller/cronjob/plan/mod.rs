@@ -290,7 +290,8 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
     plan_recorded(cj, jobs, Records::of(cj), now, cfg)
 }
 
-/// [`plan`] with what the controller knows of the CronJob's slots beyond `cj`.
+/// [`plan`] with what the controller knows of the CronJob's slots beyond `cj`, the calendars
+/// taken as inline only ([`scheduling::Calendars::inline`]).
 pub fn plan_recorded(
     cj: &CronJob,
     jobs: &[Arc<Job>],
@@ -299,7 +300,8 @@ pub fn plan_recorded(
     cfg: &PlanConfig,
 ) -> Plan {
     let recorded = recorded_template_check(cj);
-    plan_checked(cj, jobs, records, now, cfg, recorded.invalid())
+    let calendars = scheduling::Calendars::inline(cj);
+    plan_calendars(cj, jobs, records, now, cfg, recorded.invalid(), &calendars)
 }
 
 /// Whether the planned status says the CronJob schedules Jobs.
@@ -307,23 +309,16 @@ pub fn schedules(plan: &Plan) -> bool {
     status::ready_of(&plan.status).is_some_and(|(ready, _)| ready == "True")
 }
 
-/// [`plan`] with the template check given: `invalid_template` (the API server's message) keeps
-/// the CronJob from scheduling, with `Ready=False` reason `InvalidJobTemplate`.
-pub fn plan_checked(
-    cj: &CronJob,
-    jobs: &[Arc<Job>],
-    records: Records,
-    now: Timestamp,
-    cfg: &PlanConfig,
-    invalid_template: Option<&str>,
-) -> Plan {
-    let calendars = scheduling::Calendars::inline(cj);
-    plan_calendars(cj, jobs, records, now, cfg, invalid_template, &calendars)
-}
-
-/// [`plan_checked`] with the calendars `cj` names, as found ([`scheduling::Calendars`]): a due
-/// slot whose day a calendar excludes creates no Job; the first time it is seen, it is recorded
-/// in `status.lastSkippedTime` with a Normal Event `SlotSkipped`.
+/// The plan, every input given: what the controller knows beyond `cj` (`records`),
+/// the template check (`invalid_template`, the API server's message, keeps the CronJob from
+/// scheduling, with `Ready=False` reason `InvalidJobTemplate`), and the calendars `cj` names,
+/// as found ([`scheduling::Calendars`]): a due slot whose day a calendar excludes creates no
+/// Job; the first time it is seen, it is recorded in `status.lastSkippedTime` with a Normal
+/// Event `SlotSkipped`.
+///
+/// The steps of the module doc, in order; each records its part of the status and queues its
+/// actions (active-list events, history deletes, scheduling events, queue events, a manual
+/// run's warning).
 pub fn plan_calendars(
     cj: &CronJob,
     jobs: &[Arc<Job>],
@@ -333,141 +328,62 @@ pub fn plan_calendars(
     invalid_template: Option<&str>,
     calendars: &scheduling::Calendars,
 ) -> Plan {
-    let old = cj.status.clone().unwrap_or_default();
-    let owned = owned(cj, jobs);
-    let mut status = old.clone();
-
-    // A backfill's Jobs run beside the schedule: not in `status.active`, not a record of the
-    // latest slot, not counted by the failure policy (see [`backfill`]).
-    let scheduled: Vec<&Job> = owned
-        .iter()
-        .copied()
-        .filter(|j| !job::backfilled(j))
-        .collect();
-    let backfilling = crate::job::backfill::requested(cj).is_some();
-    let running = active::reconcile(&old.active, &scheduled);
+    let given = Given {
+        cj,
+        owned: owned(cj, jobs),
+        old: cj.status.clone().unwrap_or_default(),
+        records,
+        now,
+        cfg,
+        invalid_template,
+        calendars,
+    };
+    let mut status = given.old.clone();
+    // 1. The running Jobs.
+    let scheduled = scheduled_jobs(&given.owned);
+    let running = active::reconcile(&given.old.active, &scheduled);
     let mut actions = running.events;
     let active = running.active;
-
-    let old_last = old.last_schedule_time.as_ref().map(|t| t.0);
-    let (last_scheduled, added) = history::last_scheduled(old_last, records.ran, &scheduled, now);
-    status.last_schedule_time = last_scheduled.map(Time);
-    history::record_last_finished(&owned, &mut status);
-    let trimmed = history::trim(
-        // While a backfill runs, its Jobs are kept (and not counted).
-        if backfilling { &scheduled } else { &owned },
-        cj.spec.successful_history_limit(),
-        cj.spec.failed_history_limit(),
-        records.stored,
+    // 2. The history and the failures.
+    let history = record_history(&given, &scheduled, &mut status, &mut actions);
+    let (tally, suspend) = tally_failures(&given, &history.added);
+    // 3. Scheduling, the passed-over slots and the queue.
+    let waiting = queue::waiting(cj, &given.owned, records.dequeued);
+    let decided = decide(
+        &given,
+        &history,
+        &active,
+        !waiting.is_empty(),
+        &tally,
+        suspend.is_some(),
     );
-    let held = trimmed.held > 0;
-    actions.extend(trimmed.deletes);
-    let mut tally = failures::tally(cj, &old, &owned);
-    for job in added {
-        // Its slot was never recorded, so it never joined `status.active` on its own.
-        failures::record_unlisted(&mut tally, &old, job);
-    }
-    let suspend = failures::suspension(cj, &tally);
-
-    let waiting = queue::waiting(cj, &owned, records.dequeued);
-    let seen = scheduling::Seen {
-        cj,
-        last_scheduled,
-        owned: &owned,
-        active: &active,
-        queue_waiting: !waiting.is_empty(),
-        invalid_template,
-        suspended: (cj.spec.is_suspended() || suspend.is_some())
-            .then(|| failures::suspended(cj, &tally, &owned)),
-        calendars,
-        last_skipped: old.last_skipped_time.as_ref().map(|t| t.0),
-    };
-    let mut decided = scheduling::decide(seen, now, cfg);
-    if held {
-        decided.requeue_after = Some(
-            decided
-                .requeue_after
-                .map_or(HELD_RECHECK, |d| d.min(HELD_RECHECK)),
-        );
-    }
     let ready = decided.readiness.ready;
-    actions.extend(set_ready(&mut status, &old, decided.readiness, cj, now));
-    status.next_schedule_time = decided.next.map(Time);
-    actions.extend(decided.events);
-    if let Some((slot, skip)) = decided.skipped.take()
-        && status.last_skipped_time.as_ref().is_none_or(|t| t.0 < slot)
-    {
-        status.last_skipped_time = Some(Time(slot));
-        let tz = scheduling::inputs(cj)
-            .map(|(_, tz)| tz)
-            .unwrap_or(jiff::tz::TimeZone::UTC);
-        actions.push(event(
-            EventType::Normal,
-            events::SLOT_SKIPPED,
-            format!(
-                "Skipped the slot at {}: {} excludes {}",
-                crate::schedule::scheduled_at(slot, &tz),
-                skip.source,
-                skip.date
-            ),
-        ));
-    }
-    let mut gaps = backfill::gaps(cj, records);
-    if records.backfilled.is_some() {
-        // Slots a backfill ran whose status write was lost (a conflict, a coalesced write):
-        // recorded again, as `ran` is merged into lastScheduleTime.
-        let stored = crate::job::backfill::missed(cj);
-        if gaps != stored {
-            status.missed = Some(crate::job::backfill::to_status(&gaps));
-        }
-    }
-    if let Some(due) = &decided.due {
-        let created = cj.metadata.creation_timestamp.as_ref().map(|t| t.0);
-        if let Some(last) = last_scheduled.or(created) {
-            backfill::record_passed_over(cj, &mut gaps, last, due.slot, &mut status);
-        }
-    }
-    let (mut run, enqueue) = decided
-        .due
-        .map_or((None, None), |due| take_due(due, &mut status));
-    let tz = scheduling::inputs(cj).map(|(_, tz)| tz).ok();
-    let queued = queue::step(
-        queue::Input {
-            cj,
-            waiting,
-            enqueue,
-            active: !active.is_empty(),
-            schedules: ready && run.is_none(),
-            tz: tz.as_ref().unwrap_or(&jiff::tz::TimeZone::UTC),
-        },
-        now,
+    let scheduled_requeue = decided.requeue_after;
+    let due = record_decision(&given, decided, &mut status, &mut actions);
+    let gaps = record_gaps(&given, history.last_scheduled, due.as_ref(), &mut status);
+    let (run, enqueue) = due.map_or((None, None), |due| take_due(due, &mut status));
+    let queued = step_queue(
+        &given,
+        waiting,
+        enqueue,
+        !active.is_empty(),
+        ready && run.is_none(),
     );
     actions.extend(queued.events);
     status.set_queued(queued.queued.iter().map(|s| Time(*s)).collect());
-    if let (Some(slot), Some(tz)) = (queued.start, tz.as_ref())
-        && let Some(job) = job::for_slot(cj, slot, tz, cfg.default_job_ttl)
-    {
-        run = Some(Run {
-            slot,
-            queued: true,
-            replace: Vec::new(),
-            job: Box::new(job),
-        });
-    }
-    let dropped = queued.dropped.iter().map(|(_, why)| *why).collect();
-    let (manual, warning) = manual::requested(cj, &owned, now, cfg);
+    let run = queued.run.or(run);
+    // 4. A manual run.
+    let (manual, warning) = manual::requested(cj, &given.owned, now, cfg);
     actions.extend(warning);
-    let backfill = backfill::step(cj, &owned, &gaps, calendars, now, cfg, &mut status);
-    let mut requeue_after = decided.requeue_after;
-    if let Some(at) = manual.as_ref().and_then(|m| m.next) {
-        // A run asked for at a later time: look again when it comes, suspended or not.
-        let until = requeue_for(at, now);
-        requeue_after = Some(requeue_after.map_or(until, |d| d.min(until)));
-    }
-    if let Some(backfill::Backfill::Run { .. }) = &backfill {
-        // Its Jobs' changes bring a reconcile; look again in a while in any case.
-        requeue_after = Some(requeue_after.map_or(BACKFILL_RECHECK, |d| d.min(BACKFILL_RECHECK)));
-    }
+    // 5. A backfill.
+    let backfill = backfill::step(cj, &given.owned, &gaps, calendars, now, cfg, &mut status);
+    let requeue_after = requeue(
+        scheduled_requeue,
+        history.held,
+        manual.as_ref(),
+        backfill.as_ref(),
+        now,
+    );
     status.set_active(active);
     status.observed_generation = cj.metadata.generation;
     status.consecutive_failures = tally.count;
@@ -479,9 +395,270 @@ pub fn plan_calendars(
         actions,
         status,
         requeue_after,
-        dropped,
+        dropped: queued.dropped,
         backfill,
     }
+}
+
+/// What one plan starts from: the CronJob, the Jobs it controls, its status as read, what the
+/// controller knows beyond it, the time, the settings, the template check and the calendars.
+struct Given<'a> {
+    cj: &'a CronJob,
+    owned: Vec<&'a Job>,
+    old: CronJobStatus,
+    records: Records,
+    now: Timestamp,
+    cfg: &'a PlanConfig,
+    invalid_template: Option<&'a str>,
+    calendars: &'a scheduling::Calendars,
+}
+
+/// Which of the `owned` Jobs are the schedule's: a backfill's Jobs run beside it, not in
+/// `status.active`, not a record of the latest slot, not counted by the failure policy (see
+/// [`backfill`]).
+fn scheduled_jobs<'a>(owned: &[&'a Job]) -> Vec<&'a Job> {
+    owned
+        .iter()
+        .copied()
+        .filter(|j| !job::backfilled(j))
+        .collect()
+}
+
+/// What the history step found: the latest slot that ran, the scheduled Jobs whose slot the
+/// status never recorded, and whether finished Jobs beyond the limits wait for a status that
+/// records their slot.
+struct History<'a> {
+    last_scheduled: Option<Timestamp>,
+    added: Vec<&'a Job>,
+    held: bool,
+}
+
+/// Step 2: the latest slot that ran (from the status, what this process ran and the
+/// `scheduled` Jobs) and the last finished times go in `status`; the finished Jobs beyond the
+/// history limits are deleted, or held while only they record their slot. While a backfill
+/// runs, its Jobs are kept (and not counted).
+fn record_history<'a>(
+    given: &Given<'a>,
+    scheduled: &[&'a Job],
+    status: &mut CronJobStatus,
+    actions: &mut Vec<Action>,
+) -> History<'a> {
+    let cj = given.cj;
+    let old_last = given.old.last_schedule_time.as_ref().map(|t| t.0);
+    let (last_scheduled, added) =
+        history::last_scheduled(old_last, given.records.ran, scheduled, given.now);
+    status.last_schedule_time = last_scheduled.map(Time);
+    history::record_last_finished(&given.owned, status);
+    let backfilling = crate::job::backfill::requested(cj).is_some();
+    let trimmed = history::trim(
+        if backfilling {
+            scheduled
+        } else {
+            given.owned.as_slice()
+        },
+        cj.spec.successful_history_limit(),
+        cj.spec.failed_history_limit(),
+        given.records.stored,
+    );
+    actions.extend(trimmed.deletes);
+    History {
+        last_scheduled,
+        added,
+        held: trimmed.held > 0,
+    }
+}
+
+/// Step 2, failures: the scheduled Jobs that failed in a row, counting those whose slot was
+/// never recorded (`added`: they never joined `status.active` on their own), and whether the
+/// failure policy suspends the CronJob now.
+fn tally_failures(
+    given: &Given<'_>,
+    added: &[&Job],
+) -> (failures::Tally, Option<failures::Suspension>) {
+    let mut tally = failures::tally(given.cj, &given.old, &given.owned);
+    for job in added {
+        failures::record_unlisted(&mut tally, &given.old, job);
+    }
+    let suspension = failures::suspension(given.cj, &tally);
+    (tally, suspension)
+}
+
+/// Step 3: the scheduling decision for what steps 1 and 2 found: the latest slot that ran, the
+/// `active` Jobs, whether queued slots wait, and the suspension (`spec.suspend`, or the failure
+/// policy's now, `suspending`).
+fn decide(
+    given: &Given<'_>,
+    history: &History<'_>,
+    active: &[ObjectReference],
+    queue_waiting: bool,
+    tally: &failures::Tally,
+    suspending: bool,
+) -> scheduling::Scheduling {
+    let cj = given.cj;
+    let seen = scheduling::Seen {
+        cj,
+        last_scheduled: history.last_scheduled,
+        owned: &given.owned,
+        active,
+        queue_waiting,
+        invalid_template: given.invalid_template,
+        suspended: (cj.spec.is_suspended() || suspending)
+            .then(|| failures::suspended(cj, tally, &given.owned)),
+        calendars: given.calendars,
+        last_skipped: given.old.last_skipped_time.as_ref().map(|t| t.0),
+    };
+    scheduling::decide(seen, given.now, given.cfg)
+}
+
+/// Step 3, recorded: the `Ready` condition (a Warning Event once per problem), the next slot,
+/// the scheduling events and a skipped slot go in `status` and `actions`; what is left to act
+/// on is the due slot, returned.
+fn record_decision(
+    given: &Given<'_>,
+    decided: scheduling::Scheduling,
+    status: &mut CronJobStatus,
+    actions: &mut Vec<Action>,
+) -> Option<scheduling::Due> {
+    let cj = given.cj;
+    actions.extend(set_ready(
+        status,
+        &given.old,
+        decided.readiness,
+        cj,
+        given.now,
+    ));
+    status.next_schedule_time = decided.next.map(Time);
+    actions.extend(decided.events);
+    actions.extend(record_skipped(cj, decided.skipped, status));
+    decided.due
+}
+
+/// A due slot a calendar excludes (`skipped`): recorded in `status.lastSkippedTime` with a
+/// Normal Event `SlotSkipped` the first time it is seen, nothing after.
+fn record_skipped(
+    cj: &CronJob,
+    skipped: Option<(Timestamp, crate::schedule::exclusions::Skip)>,
+    status: &mut CronJobStatus,
+) -> Option<Action> {
+    let (slot, skip) = skipped?;
+    if status
+        .last_skipped_time
+        .as_ref()
+        .is_some_and(|t| t.0 >= slot)
+    {
+        return None;
+    }
+    status.last_skipped_time = Some(Time(slot));
+    let tz = scheduling::inputs(cj)
+        .map(|(_, tz)| tz)
+        .unwrap_or(jiff::tz::TimeZone::UTC);
+    Some(event(
+        EventType::Normal,
+        events::SLOT_SKIPPED,
+        format!(
+            "Skipped the slot at {}: {} excludes {}",
+            crate::schedule::scheduled_at(slot, &tz),
+            skip.source,
+            skip.date
+        ),
+    ))
+}
+
+/// The slots known not to have run (for the backfill step), as `status.missed` records them:
+/// recorded again when a backfill's write of them was lost (a conflict, a coalesced write:
+/// `ran` is merged into lastScheduleTime the same way), and with the slots the scheduler passes
+/// over to reach the `due` one added.
+fn record_gaps(
+    given: &Given<'_>,
+    last_scheduled: Option<Timestamp>,
+    due: Option<&scheduling::Due>,
+    status: &mut CronJobStatus,
+) -> Vec<job::backfill::Gap> {
+    let cj = given.cj;
+    let mut gaps = backfill::gaps(cj, given.records);
+    if given.records.backfilled.is_some() {
+        let stored = crate::job::backfill::missed(cj);
+        if gaps != stored {
+            status.missed = Some(crate::job::backfill::to_status(&gaps));
+        }
+    }
+    if let Some(due) = due {
+        let created = cj.metadata.creation_timestamp.as_ref().map(|t| t.0);
+        if let Some(last) = last_scheduled.or(created) {
+            backfill::record_passed_over(cj, &mut gaps, last, due.slot, status);
+        }
+    }
+    gaps
+}
+
+/// What the queue step decides, with the run of the queued slot it starts, if any.
+struct Queued {
+    queued: Vec<Timestamp>,
+    run: Option<Run>,
+    events: Vec<Action>,
+    dropped: Vec<queue::Dropped>,
+}
+
+/// Step 3, the queue: the slot the scheduling step queued (`enqueue`) joins the `waiting`
+/// ones; the oldest starts when no Job is `active` and the CronJob `schedules` with no slot of
+/// its own running now.
+fn step_queue(
+    given: &Given<'_>,
+    waiting: Vec<Timestamp>,
+    enqueue: Option<Timestamp>,
+    active: bool,
+    schedules: bool,
+) -> Queued {
+    let cj = given.cj;
+    let tz = scheduling::inputs(cj).map(|(_, tz)| tz).ok();
+    let step = queue::step(
+        queue::Input {
+            cj,
+            waiting,
+            enqueue,
+            active,
+            schedules,
+            tz: tz.as_ref().unwrap_or(&jiff::tz::TimeZone::UTC),
+        },
+        given.now,
+    );
+    let run = match (step.start, tz.as_ref()) {
+        (Some(slot), Some(tz)) => {
+            job::for_slot(cj, slot, tz, given.cfg.default_job_ttl).map(|job| Run {
+                slot,
+                queued: true,
+                replace: Vec::new(),
+                job: Box::new(job),
+            })
+        }
+        _ => None,
+    };
+    Queued {
+        queued: step.queued,
+        run,
+        events: step.events,
+        dropped: step.dropped.iter().map(|(_, why)| *why).collect(),
+    }
+}
+
+/// When to look again: as the scheduling step says, but sooner while finished Jobs are `held`
+/// ([`HELD_RECHECK`]), when a manual run is asked for at a later time (suspended or not), and
+/// while a backfill runs ([`BACKFILL_RECHECK`]: its Jobs' changes bring a reconcile sooner).
+fn requeue(
+    scheduled: Option<Duration>,
+    held: bool,
+    manual: Option<&manual::Manual>,
+    backfill: Option<&backfill::Backfill>,
+    now: Timestamp,
+) -> Option<Duration> {
+    let held = held.then_some(HELD_RECHECK);
+    let manual = manual.and_then(|m| m.next).map(|at| requeue_for(at, now));
+    let backfill =
+        matches!(backfill, Some(backfill::Backfill::Run { .. })).then_some(BACKFILL_RECHECK);
+    [scheduled, held, manual, backfill]
+        .into_iter()
+        .flatten()
+        .min()
 }
 
 /// What the due slot becomes: the Job to create, or the slot to queue; a slot whose Job
