@@ -47,42 +47,38 @@ pub enum CrdError {
 
 /// The CRD as installed: derived, descriptions trimmed, rules attached.
 pub fn crd() -> Result<CustomResourceDefinition, CrdError> {
-    let mut crd = CronJob::crd();
-    let version = crd
-        .spec
-        .versions
-        .first_mut()
-        .ok_or(CrdError::MissingSchema)?;
-    let validation = version.schema.as_mut().ok_or(CrdError::MissingSchema)?;
-    let props = validation
-        .open_api_v3_schema
-        .take()
-        .ok_or(CrdError::MissingSchema)?;
-    let mut schema = serde_json::to_value(props).map_err(CrdError::Json)?;
-    for path in EMBEDDED {
-        let node = schema_node(&mut schema, path)
-            .ok_or_else(|| CrdError::UnknownLocation(path.join(".")))?;
-        // The field's own description is ours; everything inside comes from k8s-openapi.
-        if let Value::Object(map) = node {
-            map.iter_mut()
-                .filter(|(key, _)| key.as_str() != "description")
-                .for_each(|(_, child)| strip_descriptions(child));
+    edit_schema(CronJob::crd(), |schema| {
+        for path in EMBEDDED {
+            let node = schema_node(schema, path)
+                .ok_or_else(|| CrdError::UnknownLocation(path.join(".")))?;
+            // The field's own description is ours; everything inside comes from k8s-openapi.
+            if let Value::Object(map) = node {
+                map.iter_mut()
+                    .filter(|(key, _)| key.as_str() != "description")
+                    .for_each(|(_, child)| strip_descriptions(child));
+            }
         }
-    }
-    forbid_ephemeral_containers(&mut schema)?;
-    declare_metadata_name(&mut schema)?;
-    for rule in rules() {
-        attach(&mut schema, rule)?;
-    }
-    let props: JSONSchemaProps = serde_json::from_value(schema).map_err(CrdError::Json)?;
-    validation.open_api_v3_schema = Some(props);
-    Ok(crd)
+        forbid_ephemeral_containers(schema)?;
+        declare_metadata_name(schema)?;
+        rules().iter().try_for_each(|rule| attach(schema, rule))
+    })
 }
 
 /// The Calendar CRD as installed: derived, the rules of [`super::rules::calendar_rules`]
 /// attached.
 pub fn calendar_crd() -> Result<CustomResourceDefinition, CrdError> {
-    let mut crd = super::Calendar::crd();
+    edit_schema(super::Calendar::crd(), |schema| {
+        super::rules::calendar_rules()
+            .iter()
+            .try_for_each(|rule| attach(schema, rule))
+    })
+}
+
+/// `crd` with the schema of its one version changed by `edit`, as JSON.
+fn edit_schema(
+    mut crd: CustomResourceDefinition,
+    edit: impl FnOnce(&mut Value) -> Result<(), CrdError>,
+) -> Result<CustomResourceDefinition, CrdError> {
     let version = crd
         .spec
         .versions
@@ -94,9 +90,7 @@ pub fn calendar_crd() -> Result<CustomResourceDefinition, CrdError> {
         .take()
         .ok_or(CrdError::MissingSchema)?;
     let mut schema = serde_json::to_value(props).map_err(CrdError::Json)?;
-    for rule in super::rules::calendar_rules() {
-        attach(&mut schema, rule)?;
-    }
+    edit(&mut schema)?;
     let props: JSONSchemaProps = serde_json::from_value(schema).map_err(CrdError::Json)?;
     validation.open_api_v3_schema = Some(props);
     Ok(crd)
