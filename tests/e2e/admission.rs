@@ -312,6 +312,103 @@ fn table() -> Vec<Row> {
             schema,
             |o| set(o, "/spec/concurrencyPolicy", json!(""))
         ),
+        // Calendars and the window (spec.exclusions, spec.calendars, notBefore/notAfter).
+        row!(
+            "367 exclusion dates",
+            "spec.exclusions.dates",
+            schema,
+            |o| {
+                let dates: Vec<String> = (0..367).map(|i| format!("{}-01-01", 2000 + i)).collect();
+                set(o, "/spec/exclusions", json!({ "dates": dates }))
+            }
+        ),
+        row!(
+            "an exclusion date over 10 characters",
+            "spec.exclusions.dates[0]",
+            schema,
+            |o| set(o, "/spec/exclusions", json!({"dates": ["2026-12-24x"]}))
+        ),
+        row!(
+            "101 exclusion ranges",
+            "spec.exclusions.ranges",
+            schema,
+            |o| {
+                let range = json!({"from": "2026-12-24", "to": "2026-12-26"});
+                set(o, "/spec/exclusions", json!({ "ranges": vec![range; 101] }))
+            }
+        ),
+        row!(
+            "a range's from over 10 characters",
+            "spec.exclusions.ranges[0].from",
+            schema,
+            |o| set(
+                o,
+                "/spec/exclusions",
+                json!({"ranges": [{"from": "2026-12-24x", "to": "2026-12-26"}]})
+            )
+        ),
+        row!(
+            "a range's to over 10 characters",
+            "spec.exclusions.ranges[0].to",
+            schema,
+            |o| set(
+                o,
+                "/spec/exclusions",
+                json!({"ranges": [{"from": "2026-12-24", "to": "2026-12-26x"}]})
+            )
+        ),
+        row!(
+            "a range that ends before it starts",
+            "spec.exclusions.ranges[0].to",
+            schema,
+            |o| set(
+                o,
+                "/spec/exclusions",
+                json!({"ranges": [{"from": "2026-12-24", "to": "2026-12-23"}]})
+            )
+        ),
+        row!(
+            "101 yearly days",
+            "spec.exclusions.yearly",
+            schema,
+            |o| set(
+                o,
+                "/spec/exclusions",
+                json!({ "yearly": vec!["12-25"; 101] })
+            )
+        ),
+        row!(
+            "a yearly day over 5 characters",
+            "spec.exclusions.yearly[0]",
+            schema,
+            |o| set(o, "/spec/exclusions", json!({"yearly": ["12-25x"]}))
+        ),
+        row!(
+            "yearly day 02-30",
+            "spec.exclusions.yearly[0]",
+            schema,
+            |o| set(o, "/spec/exclusions", json!({"yearly": ["02-30"]}))
+        ),
+        row!("17 calendars", "spec.calendars", schema, |o| {
+            let names: Vec<String> = (0..17).map(|i| format!("c{i}")).collect();
+            set(o, "/spec/calendars", json!(names))
+        }),
+        row!(
+            "a calendar name over 253 characters",
+            "spec.calendars[0]",
+            schema,
+            |o| set(o, "/spec/calendars", json!(["c".repeat(254)]))
+        ),
+        row!(
+            "a calendar name with capitals",
+            "spec.calendars[0]",
+            schema,
+            |o| set(o, "/spec/calendars", json!(["Holidays"]))
+        ),
+        row!("notAfter before notBefore", "spec.notAfter", schema, |o| {
+            set(o, "/spec/notBefore", json!("2026-02-01T00:00:00Z"));
+            set(o, "/spec/notAfter", json!("2026-01-01T00:00:00Z"))
+        }),
         // What CEL cannot check: the schedule parses, the zone exists, the Job is valid.
         row!(
             "minute 61",
