@@ -38,6 +38,16 @@ fn ready(p: &Plan) -> (String, String) {
     (status.to_string(), reason.to_string())
 }
 
+/// The message of the planned `Ready` condition.
+fn ready_message(p: &Plan) -> String {
+    p.status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == status::CONDITION_READY)
+        .map(|c| c.message.clone())
+        .expect("a Ready condition")
+}
+
 fn notes(p: &Plan, reason: &str) -> Vec<String> {
     p.actions
         .iter()
@@ -239,17 +249,8 @@ fn the_window_bounds_the_slots_and_finishes() {
     let done = run(&cj, "2016-05-19T14:00:02Z");
     assert_eq!(ready(&done).1, "Finished");
     assert_eq!(done.requeue_after, None);
-    let (_, message) = status::ready_of(&done.status)
-        .and_then(|_| {
-            done.status
-                .conditions
-                .iter()
-                .find(|c| c.type_ == status::CONDITION_READY)
-                .map(|c| (0, c.message.clone()))
-        })
-        .expect("message");
     assert_eq!(
-        message,
+        ready_message(&done),
         "the active window ended at 2016-05-19T14:00:00Z (spec.notAfter): no slot is left to run"
     );
 }
@@ -264,17 +265,9 @@ fn a_window_whose_remaining_days_are_excluded_is_finished_early() {
     assert!(p.run.is_none());
     assert_eq!(ready(&p).1, "Finished");
     assert_eq!(p.status.next_schedule_time, None);
-    let message = p
-        .status
-        .conditions
-        .iter()
-        .find(|c| c.type_ == status::CONDITION_READY)
-        .map(|c| c.message.clone());
     assert_eq!(
-        message.as_deref(),
-        Some(
-            "the calendars exclude every slot left before the active window ends at 2016-05-19T20:00:00Z (spec.notAfter)"
-        )
+        ready_message(&p),
+        "the calendars exclude every slot left before the active window ends at 2016-05-19T20:00:00Z (spec.notAfter)"
     );
 }
 
