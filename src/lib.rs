@@ -30,7 +30,6 @@ pub mod controller;
 pub mod duration;
 pub mod hash;
 pub mod https;
-pub mod job;
 pub mod listen;
 pub mod manager;
 pub mod metrics;
@@ -40,6 +39,7 @@ pub mod selector;
 pub mod task;
 pub mod telemetry;
 pub mod webhook;
+pub mod workload;
 
 #[cfg(test)]
 #[path = "../tests/support/mod.rs"]

@@ -9,8 +9,8 @@ mod support;
 use std::time::Duration;
 
 use kronjob::api::{ANNOTATION_BACKFILL, CronJob};
-use kronjob::job::backfill::Request;
-use kronjob::job::scheduled_name;
+use kronjob::workload::backfill::Request;
+use kronjob::workload::scheduled_name;
 use kronjob_apisim::{ApiSim, CostModel, Resource};
 use kube::Api;
 use kube::api::{Patch, PatchParams};

@@ -652,7 +652,7 @@ async fn trigger_in_leaves_a_run_pending_without_waiting() {
     )
     .await;
     result.expect("trigger --in");
-    let job = kronjob::job::manual_name("cj", t("2016-05-19T11:35:00Z"));
+    let job = kronjob::workload::manual_name("cj", t("2016-05-19T11:35:00Z"));
     assert_eq!(
         out,
         format!(
@@ -663,7 +663,7 @@ async fn trigger_in_leaves_a_run_pending_without_waiting() {
 
 #[tokio::test]
 async fn trigger_at_a_time_past_runs_now_beside_the_pending_runs() {
-    let job = kronjob::job::manual_name("cj", t("2016-05-19T10:00:00Z"));
+    let job = kronjob::workload::manual_name("cj", t("2016-05-19T10:00:00Z"));
     let (result, out) = run_trigger(
         &[
             "cj",
@@ -793,7 +793,7 @@ fn trigger_refuses_a_bad_time_or_duration_as_a_usage_error() {
 
 #[tokio::test]
 async fn trigger_cancel_removes_a_pending_run() {
-    let job = kronjob::job::manual_name("cj", t("2016-05-19T11:00:00Z"));
+    let job = kronjob::workload::manual_name("cj", t("2016-05-19T11:00:00Z"));
     let (result, out) = run_trigger(
         &["cj", "-n", "ns", "--cancel", "--at", "2016-05-19T11:00:00Z"],
         vec![
@@ -827,7 +827,7 @@ async fn trigger_cancel_removes_a_pending_run() {
 
 #[tokio::test]
 async fn trigger_cancel_of_a_run_that_ran_or_was_never_asked_fails() {
-    let job = kronjob::job::manual_name("cj", t("2016-05-19T10:00:00Z"));
+    let job = kronjob::workload::manual_name("cj", t("2016-05-19T10:00:00Z"));
     let (result, out) = run_trigger(
         &["cj", "-n", "ns", "--cancel", "--at", "2016-05-19T10:00:00Z"],
         vec![

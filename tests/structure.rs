@@ -1,5 +1,5 @@
 //! The module layout's rules, read from the source: the webhook and the commands stand on the
-//! `job` module and the small shared pieces, never on the controllers or the manager; and the
+//! `workload` module and the small shared pieces, never on the controllers or the manager; and the
 //! code the layout keeps in one place (the guarded delete, Job names, backoff) has no copy.
 
 use std::path::{Path, PathBuf};
@@ -99,14 +99,14 @@ fn members(body: &str) -> Vec<String> {
 
 #[test]
 fn the_path_reader_sees_single_grouped_and_inline_paths() {
-    let text = "use crate::a::b;\n// use crate::manager::x;\nuse crate::{\n    manager::y,\n    job::{self, z},\n};\nfn f() { crate::controller::g(); }\nuse crate::{manager, api::X};\n";
+    let text = "use crate::a::b;\n// use crate::manager::x;\nuse crate::{\n    manager::y,\n    workload::{self, z},\n};\nfn f() { crate::controller::g(); }\nuse crate::{manager, api::X};\n";
     let paths: Vec<String> = crate_paths(text).into_iter().map(|(_, p)| p).collect();
     assert_eq!(
         paths,
         [
             "crate::a::b",
             "crate::manager::y",
-            "crate::job",
+            "crate::workload",
             "crate::controller::g",
             "crate::manager",
             "crate::api::X",
@@ -162,10 +162,10 @@ fn what_the_layout_keeps_in_one_place_has_no_copy() {
     let cases: [(&str, &[&str]); 7] = [
         (
             "Preconditions {",
-            &["src/cli/migrate/apply.rs", "src/job/delete.rs"],
+            &["src/cli/migrate/apply.rs", "src/workload/delete.rs"],
         ),
-        ("as_second() / 60", &["src/job/name.rs"]),
-        ("-m{}", &["src/job/name.rs"]),
+        ("as_second() / 60", &["src/workload/name.rs"]),
+        ("-m{}", &["src/workload/name.rs"]),
         ("ExponentialBuilder", &["src/backoff.rs"]),
         ("ExponentialBackoff", &["src/backoff.rs"]),
         ("RetryPolicy", &[]),

@@ -10,7 +10,7 @@ mod support;
 use std::time::Duration;
 
 use kronjob::api::ANNOTATION_TRIGGER;
-use kronjob::job::manual_name;
+use kronjob::workload::manual_name;
 use kronjob_apisim::{ApiSim, CostModel};
 use serde_json::Value;
 use support::fixtures::t;

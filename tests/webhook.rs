@@ -915,8 +915,8 @@ async fn a_new_certificate_in_the_directory_is_served_without_restart() {
 
 use std::sync::{Arc, Mutex};
 
-use kronjob::job::dry_run::{PROBE_NAME_PREFIX, PROBE_SCHEDULE};
 use kronjob::webhook::router_with_dry_run;
+use kronjob::workload::dry_run::{PROBE_NAME_PREFIX, PROBE_SCHEDULE};
 use kronjob_apisim::{ApiSim, CostModel, Fault, Invalid, Resource};
 
 /// batch/v1 CronJobs, where the template check dry-runs.

@@ -24,9 +24,9 @@ use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::Table;
 use crate::api::{ANNOTATION_BACKFILL, CronJob, LABEL_CRONJOB};
-use crate::job::backfill::{self, MAX_PARALLEL, Request, SlotState};
-use crate::job::{controlled_by, scheduled_name};
 use crate::schedule;
+use crate::workload::backfill::{self, MAX_PARALLEL, Request, SlotState};
+use crate::workload::{controlled_by, scheduled_name};
 
 /// How often the Jobs and the request are looked at while waiting.
 const POLL: Duration = Duration::from_secs(1);

@@ -16,7 +16,7 @@ use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::{self, DataFormat, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB, trigger};
-use crate::job::{Outcome, Ran, controlled_by, finish, manual_name, ran_for};
+use crate::workload::{Outcome, Ran, controlled_by, finish, manual_name, ran_for};
 
 /// Flags of `history`.
 #[derive(clap::Args, Debug)]
@@ -183,7 +183,7 @@ fn row(job: &Job, now: Timestamp) -> Vec<String> {
 /// `manual` for a manual run.
 fn scheduled(job: &Job) -> String {
     match ran_for(job) {
-        Ran::Scheduled(at) if crate::job::backfilled(job) => format!("{at} (backfill)"),
+        Ran::Scheduled(at) if crate::workload::backfilled(job) => format!("{at} (backfill)"),
         Ran::Scheduled(at) => at.into(),
         Ran::Manual => "manual".into(),
         Ran::Unknown => NONE.into(),

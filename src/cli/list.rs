@@ -18,8 +18,8 @@ use super::cluster::{KubeArgs, Scope};
 use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB, trigger};
-use crate::job::{Outcome, controller_uid, finish};
 use crate::schedule::{Schedule, time_zone};
+use crate::workload::{Outcome, controller_uid, finish};
 
 /// Flags of `list`.
 #[derive(clap::Args, Debug)]

@@ -22,7 +22,7 @@ use super::CliError;
 use super::cluster::KubeArgs;
 use crate::api::trigger::{self, HORIZON, MAX_PENDING};
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
-use crate::job::manual_name;
+use crate::workload::manual_name;
 
 /// How often the Job is looked for while waiting.
 const POLL: Duration = Duration::from_millis(500);

@@ -22,7 +22,7 @@ use super::cache::job::{Owner, Run};
 use super::cache::seconds::Second;
 use super::cache::{CachedJob, SlimJob};
 use crate::api::LABEL_CRONJOB;
-use crate::job::Outcome;
+use crate::workload::Outcome;
 
 /// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {
@@ -494,8 +494,8 @@ mod tests {
         let cached = index.get("ns", "a").expect("cached");
         assert_eq!(cached.metadata.name, created.0.metadata.name);
         assert_eq!(
-            crate::job::controller_uid(&cached),
-            crate::job::controller_uid(&created.0)
+            crate::workload::controller_uid(&cached),
+            crate::workload::controller_uid(&created.0)
         );
         assert_eq!(cached.spec, None, "readers never need it");
         let active = cached.status.as_ref().and_then(|s| s.active);

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 
-use crate::job;
+use crate::workload;
 
 /// `lastScheduleTime` of the CronJob `namespace/name` of UID `uid`, as the API server stores
 /// it: `Err(Unknown)` while the CronJob cache has not listed, `Ok(None)` when no such CronJob
@@ -51,12 +51,13 @@ impl SlotRecords {
     /// slot, or whose CronJob is gone, may; a scheduled Job of a cached CronJob may once the
     /// stored status records its slot. `false` while nothing is known.
     pub fn deletable(&self, job: &Job) -> bool {
-        if job::slot_of(job).is_none() {
+        if workload::slot_of(job).is_none() {
             return true;
         }
-        let (Some(uid), Some(namespace)) =
-            (job::controller_uid(job), job.metadata.namespace.as_deref())
-        else {
+        let (Some(uid), Some(namespace)) = (
+            workload::controller_uid(job),
+            job.metadata.namespace.as_deref(),
+        ) else {
             return true;
         };
         let Some(owner) = job
@@ -74,7 +75,7 @@ impl SlotRecords {
         match lookup(namespace, &owner.name, uid) {
             Err(Unknown) => false,
             Ok(None) => true,
-            Ok(Some(stored)) => job::slot_recorded(job, stored),
+            Ok(Some(stored)) => workload::slot_recorded(job, stored),
         }
     }
 }

@@ -14,7 +14,7 @@ use super::metrics::Outcome;
 use crate::api::defaults::default_patch;
 use crate::api::validation::{self, FieldError, invalid_message};
 use crate::api::{CronJob, GROUP, VERSION};
-use crate::job::{self, TemplateDryRun, Verdict};
+use crate::workload::{self, TemplateDryRun, Verdict};
 
 /// Largest accepted request body: 3 MiB (the API server's own request limit is 3 MiB; a
 /// CronJob is limited to about 1.5 MiB by etcd).
@@ -95,7 +95,7 @@ pub struct TemplateCheck {
 }
 
 /// Have the API server judge the Job template of a CronJob [`admit`] allowed, when it has one
-/// to check (a dry run of a batch/v1 CronJob carrying it, [`job::dry_run`]): a refusal denies
+/// to check (a dry run of a batch/v1 CronJob carrying it, [`workload::dry_run`]): a refusal denies
 /// it with the API server's field errors, on the CronJob's own fields; any other answer
 /// (timeout, quota, other webhooks, an unavailable API server) allows it. The verdict, when a
 /// dry run was made.
@@ -125,7 +125,7 @@ pub fn template_status(name: &str, refused: &Status) -> Status {
         causes.push(StatusCause {
             reason: "FieldValueInvalid".to_string(),
             message: refused.message.clone(),
-            field: job::dry_run::TEMPLATE_FIELD.to_string(),
+            field: workload::dry_run::TEMPLATE_FIELD.to_string(),
         });
     }
     let mut rendered: Vec<String> = Vec::with_capacity(causes.len());

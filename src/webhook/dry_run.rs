@@ -22,7 +22,7 @@ use lru::LruCache;
 use tokio::sync::Semaphore;
 
 use super::metrics::WebhookMetrics;
-use crate::job::{TemplateDryRun, Unknown, Verdict};
+use crate::workload::{TemplateDryRun, Unknown, Verdict};
 
 /// Default of `--webhook-dry-runs-per-minute`.
 pub const DRY_RUNS_PER_MINUTE: u32 = 50;

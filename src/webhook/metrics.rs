@@ -96,7 +96,7 @@ impl WebhookMetrics {
         );
         let dry_runs = Family::<DryRunLabels, Counter>::default();
         // Zeros from the start, so rates and alerts have series before the first dry run.
-        for result in crate::job::Verdict::LABELS {
+        for result in crate::workload::Verdict::LABELS {
             drop(dry_runs.get_or_create(&DryRunLabels { result }));
         }
         registry.register(

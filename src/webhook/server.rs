@@ -27,9 +27,9 @@ use super::certs::Loaded;
 use super::dry_run::{Budgeted, DRY_RUNS_PER_MINUTE};
 use super::metrics::{Outcome, WebhookMetrics};
 use crate::https::{Limits, Server, ServerMetrics};
-use crate::job::{TemplateDryRun, Verdict};
 use crate::task::{TaskSet, Tasks};
 use crate::telemetry::Throttle;
+use crate::workload::{TemplateDryRun, Verdict};
 
 /// Longest time a request may take before it is answered with 503. The API server's own
 /// timeout for the webhook is 5 s (`timeoutSeconds`).

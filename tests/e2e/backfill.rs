@@ -10,7 +10,7 @@ use std::time::{Duration, Instant};
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kronjob::api::{ANNOTATION_BACKFILL, ANNOTATION_BACKFILLED, ANNOTATION_SCHEDULED_AT, CronJob};
-use kronjob::job::scheduled_name;
+use kronjob::workload::scheduled_name;
 use kube::ResourceExt;
 use kube::api::{DeleteParams, ListParams};
 use serde_json::json;

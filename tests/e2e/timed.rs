@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use jiff::Timestamp;
 use kronjob::api::{ANNOTATION_SCHEDULED_AT, ANNOTATION_TRIGGER, CronJob};
-use kronjob::job::manual_name;
+use kronjob::workload::manual_name;
 use kube::ResourceExt;
 use serde_json::json;
 

@@ -189,7 +189,7 @@ impl CronJobFixture for CronJob {
     }
     fn running(mut self, jobs: &[&Job]) -> Self {
         let status = self.status.get_or_insert_with(Default::default);
-        status.set_active(jobs.iter().map(|j| kronjob::job::job_ref(j)).collect());
+        status.set_active(jobs.iter().map(|j| kronjob::workload::job_ref(j)).collect());
         self
     }
     fn status(mut self, status: CronJobStatus) -> Self {

@@ -723,7 +723,7 @@ pub fn plan_revert(namespace: &str, name: &str, found: Found) -> Plan {
         );
         return plan.skip(native);
     };
-    if let Some(request) = crate::job::backfill::requested(migrated) {
+    if let Some(request) = crate::workload::backfill::requested(migrated) {
         let busy = format!(
             "{} has a backfill in progress ({}: {request}), which batch/v1 cannot run: wait for it to finish, or remove the annotation to cancel it",
             plan.migrated_ref(),

@@ -15,8 +15,8 @@ use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use super::seconds::Second;
 use super::uid::Uid;
 use crate::api::{ANNOTATION_BACKFILLED, ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
-use crate::job::{self, Finish, Outcome, Ran};
 use crate::schedule;
+use crate::workload::{self, Finish, Outcome, Ran};
 
 /// A Job with only the fields the controllers read. It encodes as the Job it holds (so a Job
 /// to create can be sent as one, and the answer decoded slim).
@@ -160,7 +160,7 @@ fn offset_of(text: &str) -> Option<i32> {
     Some(sign * (hours * 3600 + minutes * 60))
 }
 
-/// The kronjob CronJob controlling a Job (see [`job::controller_uid`]); the Jobs of one
+/// The kronjob CronJob controlling a Job (see [`workload::controller_uid`]); the Jobs of one
 /// CronJob share one.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Owner {
@@ -191,7 +191,7 @@ pub struct CachedJob {
     pub deleting: Option<Second>,
     /// `spec.ttlSecondsAfterFinished`.
     pub ttl: Option<i32>,
-    /// A backfill created it ([`job::backfilled`]).
+    /// A backfill created it ([`workload::backfilled`]).
     pub backfilled: bool,
 }
 
@@ -200,7 +200,7 @@ impl CachedJob {
     pub fn of(job: &Job) -> Self {
         let meta = &job.metadata;
         let status = job.status.as_ref();
-        let owner = job::controller_uid(job).and_then(|uid| {
+        let owner = workload::controller_uid(job).and_then(|uid| {
             let name = meta
                 .owner_references
                 .as_deref()?
@@ -211,7 +211,7 @@ impl CachedJob {
                 name: name.name.as_str().into(),
             }))
         });
-        let run = match job::ran_for(job) {
+        let run = match workload::ran_for(job) {
             Ran::Scheduled(at) => Run::Scheduled(At::new(at)),
             Ran::Manual => Run::Manual,
             Ran::Unknown => Run::Unknown,
@@ -221,16 +221,16 @@ impl CachedJob {
             owner,
             run,
             started: status.and_then(|s| s.start_time.as_ref()).map(second),
-            ended: job::finish(job).map(|f| (f.outcome, f.at.map(Second::new))),
+            ended: workload::finish(job).map(|f| (f.outcome, f.at.map(Second::new))),
             completed: status.and_then(|s| s.completion_time.as_ref()).map(second),
             deleting: meta.deletion_timestamp.as_ref().map(second),
             ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
-            backfilled: job::backfilled(job),
+            backfilled: workload::backfilled(job),
         }
     }
 
     /// The Job `namespace/name` as the controllers read it: every field
-    /// [`job::read`](crate::job::read) and the plan look at, nothing else.
+    /// [`workload::read`](crate::workload::read) and the plan look at, nothing else.
     pub fn to_job(&self, namespace: &str, name: &str) -> Job {
         let owner_references = self.owner.as_ref().map(|owner| {
             vec![OwnerReference {
@@ -294,7 +294,7 @@ impl CachedJob {
         self.owner.as_ref().map(|owner| &*owner.uid)
     }
 
-    /// Whether, how and when it finished ([`job::finish`] of the Job it was made from).
+    /// Whether, how and when it finished ([`workload::finish`] of the Job it was made from).
     pub fn finish(&self) -> Option<Finish> {
         self.ended.map(|(outcome, at)| Finish {
             outcome,
@@ -342,10 +342,17 @@ mod tests {
             assert_eq!(cached, CachedJob::of(&full), "{:?}", full.metadata.name);
             let name = full.metadata.name.as_deref().unwrap_or_default();
             let back = cached.to_job("ns", name);
-            assert_eq!(job::controller_uid(&back), job::controller_uid(&full));
-            assert_eq!(job::ran_for(&back), job::ran_for(&full));
-            assert_eq!(job::backfilled(&back), job::backfilled(&full), "{name}");
-            assert_eq!(job::finish(&back), job::finish(&full));
+            assert_eq!(
+                workload::controller_uid(&back),
+                workload::controller_uid(&full)
+            );
+            assert_eq!(workload::ran_for(&back), workload::ran_for(&full));
+            assert_eq!(
+                workload::backfilled(&back),
+                workload::backfilled(&full),
+                "{name}"
+            );
+            assert_eq!(workload::finish(&back), workload::finish(&full));
             assert_eq!(back.metadata.name, full.metadata.name);
             assert_eq!(back.metadata.uid, full.metadata.uid);
             assert_eq!(

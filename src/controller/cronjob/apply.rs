@@ -24,7 +24,7 @@ use super::plan::{Action, Plan, Run, events};
 use super::status::observe_generation;
 use crate::api::{ANNOTATION_BACKFILL, ANNOTATION_TRIGGER, CronJob, CronJobStatus};
 use crate::controller::cache::{CachedCronJob, SlimJob};
-use crate::job::{self, Deletion, job_ref, refusal_message};
+use crate::workload::{self, Deletion, job_ref, refusal_message};
 
 /// What applying a plan produced.
 #[derive(Debug)]
@@ -179,7 +179,7 @@ async fn run_backfill(
                         }
                         Err(kube::Error::Api(s)) if s.is_already_exists() => {
                             let existing = jobs.get(&job_name).await.map_err(Error::Kube)?;
-                            if !job::controlled_by(&existing.0, uid.unwrap_or_default()) {
+                            if !workload::controlled_by(&existing.0, uid.unwrap_or_default()) {
                                 let note = format!(
                                     "Error creating job: job {job_name} already exists and is not controlled by this CronJob"
                                 );
@@ -197,7 +197,7 @@ async fn run_backfill(
                             ctx.index.remember(&existing);
                         }
                         Err(e) => {
-                            let refused = job::invalid(&e).map(refusal_message);
+                            let refused = workload::invalid(&e).map(refusal_message);
                             let why = refused.clone().unwrap_or_else(|| e.to_string());
                             let note = format!("Error creating job {job_name} (backfill): {why}");
                             ctx.outbox
@@ -342,7 +342,7 @@ async fn replace(
 ) -> Result<(), Error> {
     let name = running.name.clone().unwrap_or_default();
     let uid = running.uid.as_deref();
-    match job::delete_guarded(jobs, &name, uid, PropagationPolicy::Background).await {
+    match workload::delete_guarded(jobs, &name, uid, PropagationPolicy::Background).await {
         // Gone, or the name now belongs to another Job: the listed one no longer runs.
         Ok(Deletion::Gone | Deletion::Replaced) => Ok(()),
         Ok(Deletion::Deleted) => {
@@ -438,7 +438,7 @@ async fn create(
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let existing = jobs.get(&name).await.map_err(Error::Kube)?;
             let uid = cj.metadata.uid.as_deref().unwrap_or_default();
-            if job::controlled_by(&existing.0, uid) {
+            if workload::controlled_by(&existing.0, uid) {
                 // A restart (or a lagging cache) between create and status write: adopt, so
                 // the slot never runs twice.
                 record(status, &existing);
@@ -455,7 +455,7 @@ async fn create(
         }
         Err(e) => {
             // A refusal as invalid is reported once, as InvalidJobTemplate, by the caller.
-            if !crate::client::namespace_terminating(&e) && job::invalid(&e).is_none() {
+            if !crate::client::namespace_terminating(&e) && workload::invalid(&e).is_none() {
                 ctx.outbox.event(
                     on,
                     EventType::Warning,
@@ -496,7 +496,7 @@ async fn run_manual(
             Err(e) => {
                 // The template makes no valid Job: say so and drop the request (retrying
                 // cannot help; a new trigger after fixing the spec can).
-                let refused = job::invalid(&e).map(refusal_message);
+                let refused = workload::invalid(&e).map(refusal_message);
                 let why = refused.clone().unwrap_or_else(|| e.to_string());
                 let note = format!("Error creating job {name} (manual run): {why}");
                 ctx.outbox

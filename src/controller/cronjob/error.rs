@@ -51,7 +51,7 @@ impl Error {
     /// The message of the API server's refusal of a Job as invalid (422), if this is one.
     pub fn refused(&self) -> Option<String> {
         match self {
-            Error::Kube(e) => crate::job::invalid(e).map(crate::job::refusal_message),
+            Error::Kube(e) => crate::workload::invalid(e).map(crate::workload::refusal_message),
             _ => None,
         }
     }

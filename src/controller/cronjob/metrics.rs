@@ -25,7 +25,7 @@ pub struct ErrorLabels {
 /// Label set of the template-check counter.
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct ResultLabels {
-    /// `valid`, `invalid`, `timeout` or `error` (see [`crate::job::Verdict::label`]).
+    /// `valid`, `invalid`, `timeout` or `error` (see [`crate::workload::Verdict::label`]).
     pub result: &'static str,
 }
 
@@ -129,7 +129,7 @@ impl ReconcilerMetrics {
                 drop(m.queue_dropped(why));
             }
         }
-        for result in crate::job::Verdict::LABELS {
+        for result in crate::workload::Verdict::LABELS {
             drop(m.template_dry_runs.get_or_create(&ResultLabels { result }));
         }
         for category in super::error::CATEGORIES {

@@ -31,8 +31,8 @@ use crate::backoff::retry_delay;
 use crate::controller::events::Recorder;
 use crate::controller::owner_index::OwnerIndex;
 use crate::controller::priority::Gate;
-use crate::job::{Deletion, delete_guarded};
 use crate::telemetry::Throttle;
+use crate::workload::{Deletion, delete_guarded};
 
 /// Work items held at most (a slot of 10,000 CronJobs queues 10,000 Events, ~0.25 KB each);
 /// beyond, new ones are dropped and counted.

@@ -1,5 +1,5 @@
 //! The Job template's check, as the reconciler runs it: once per generation that schedules
-//! Jobs, a dry-run create of a batch/v1 CronJob carrying it ([`crate::job::dry_run`]), so
+//! Jobs, a dry-run create of a batch/v1 CronJob carrying it ([`crate::workload::dry_run`]), so
 //! what batch/v1 refuses is refused; and a real
 //! create refused as invalid (the check found nothing, or the webhook is off) recorded the
 //! same way. Either refusal plans `Ready=False` reason `InvalidJobTemplate`, one Warning Event,
@@ -15,7 +15,7 @@ use kube::ResourceExt;
 use super::context::Context;
 use super::plan::{self, Action};
 use crate::api::{CronJob, CronJobStatus};
-use crate::job::{TemplateDryRun, Verdict, refusal_message};
+use crate::workload::{TemplateDryRun, Verdict, refusal_message};
 
 /// The plan, once the template of the CronJob's generation is checked: the first time a
 /// generation that schedules Jobs is seen (its status records no check yet), one dry-run create

@@ -139,9 +139,12 @@ fn dry_run() -> Expect {
         .check(|b| {
             assert_eq!(
                 b["metadata"]["generateName"],
-                crate::job::dry_run::PROBE_NAME_PREFIX
+                crate::workload::dry_run::PROBE_NAME_PREFIX
             );
-            assert_eq!(b["spec"]["schedule"], crate::job::dry_run::PROBE_SCHEDULE);
+            assert_eq!(
+                b["spec"]["schedule"],
+                crate::workload::dry_run::PROBE_SCHEDULE
+            );
             assert_eq!(
                 b["spec"]["jobTemplate"]["spec"]["template"]["spec"]["containers"][0]["image"],
                 "busybox"
@@ -907,7 +910,7 @@ async fn the_failure_policys_suspension_writes_the_status_on_the_patched_version
     cj.metadata.generation = Some(1);
     cj.status
         .get_or_insert_default()
-        .set_active(vec![crate::job::job_ref(&failed)]);
+        .set_active(vec![crate::workload::job_ref(&failed)]);
     let mut patched = serde_json::to_value(&cj).expect("json");
     patched["spec"]["suspend"] = json!(true);
     patched["metadata"]["generation"] = json!(2);

@@ -230,8 +230,9 @@ impl State {
     fn settle_backfilled(&mut self, key: &Key, stored: &CachedCronJob) {
         if let Some(b) = self.backfilled.get(key) {
             let other = b.uid.as_deref() != stored.metadata.uid.as_deref();
-            let gaps = crate::job::backfill::missed_of(&stored.metadata, stored.status_fields());
-            let recorded = crate::job::backfill::subtract(&gaps, b.from, b.through) == gaps;
+            let gaps =
+                crate::workload::backfill::missed_of(&stored.metadata, stored.status_fields());
+            let recorded = crate::workload::backfill::subtract(&gaps, b.from, b.through) == gaps;
             if other || recorded {
                 self.backfilled.remove(key);
             }

@@ -1,14 +1,14 @@
 //! Pure TTL-after-finished decisions (KEP-592): is an object a candidate, when did it finish,
 //! and how long until it may be deleted. No API calls; the current time is passed in. A Job's
 //! finish (upstream: the `lastTransitionTime` of its `Complete` or `Failed` condition) is
-//! [`crate::job::finish`], the definition the CronJob reconciler uses too.
+//! [`crate::workload::finish`], the definition the CronJob reconciler uses too.
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::ANNOTATION_POD_TTL;
-use crate::job as jobs;
+use crate::workload as jobs;
 
 /// What the TTL controller should do with one object, as of a given instant.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1128,7 +1128,7 @@ mod tests {
         }
         // The name fallback inverts the operator's naming.
         let slot = ts("2025-06-01T12:34:00Z");
-        let name = kronjob::job::scheduled_name("bench-skew-0007", slot);
+        let name = kronjob::workload::scheduled_name("bench-skew-0007", slot);
         assert_eq!(scheduled_time(&name, None), Some(slot));
     }
 

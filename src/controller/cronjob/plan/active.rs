@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
 use super::{Action, event, events};
-use crate::job::{self as jobs, job_ref};
+use crate::workload::{self as jobs, job_ref};
 
 /// The running Jobs and the Events about the list's changes.
 #[derive(Debug, Clone, PartialEq)]

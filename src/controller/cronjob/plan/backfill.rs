@@ -19,8 +19,8 @@ use kube::runtime::events::EventType;
 use super::scheduling::Calendars;
 use super::{Action, PlanConfig, Records, event};
 use crate::api::{ANNOTATION_BACKFILL, BackfillProgress, CronJob, CronJobStatus};
-use crate::job::backfill::{self, Gap, Request, SlotState};
-use crate::job::{self as jobs};
+use crate::workload::backfill::{self, Gap, Request, SlotState};
+use crate::workload::{self as jobs};
 
 /// Event reason once every slot of a backfill's range ran.
 pub const BACKFILL_DONE: &str = "BackfillDone";

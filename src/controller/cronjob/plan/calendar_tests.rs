@@ -290,6 +290,9 @@ fn a_manual_run_runs_on_an_excluded_day_and_after_the_window() {
         .collect();
     assert_eq!(
         names,
-        [crate::job::manual_name("cj", t("2016-05-19T10:00:00Z"))]
+        [crate::workload::manual_name(
+            "cj",
+            t("2016-05-19T10:00:00Z")
+        )]
     );
 }

@@ -25,7 +25,7 @@ use k8s_openapi::api::batch::v1::Job;
 use super::scheduling::{self, Readiness};
 use crate::api::{CronJob, CronJobStatus};
 use crate::controller::cronjob::status::{self, CONDITION_READY, reason};
-use crate::job::{self, Outcome, Ran};
+use crate::workload::{self, Outcome, Ran};
 
 /// The count of scheduled Jobs that failed in a row, as of this reconcile.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -120,9 +120,9 @@ pub fn tally(cj: &CronJob, old: &CronJobStatus, owned: &[&Job]) -> Tally {
 }
 
 /// How a scheduled run ended; `None` for a running Job, a manual run or a stranger.
-fn scheduled_finish(job: &Job) -> Option<job::Finish> {
-    matches!(job::ran_for(job), Ran::Scheduled(_))
-        .then(|| job::finish(job))
+fn scheduled_finish(job: &Job) -> Option<workload::Finish> {
+    matches!(workload::ran_for(job), Ran::Scheduled(_))
+        .then(|| workload::finish(job))
         .flatten()
 }
 

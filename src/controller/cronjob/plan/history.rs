@@ -9,7 +9,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{Action, DeleteReason};
 use crate::api::CronJobStatus;
-use crate::job::{self as jobs, Outcome};
+use crate::workload::{self as jobs, Outcome};
 
 /// Raise `lastSuccessfulTime` and `lastFailureTime` to the latest finish among `owned`. A
 /// success is dated by the Job's `completionTime`, as upstream does (the Job controller may add

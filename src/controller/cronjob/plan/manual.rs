@@ -11,7 +11,7 @@ use kube::runtime::events::EventType;
 
 use super::{Action, PlanConfig, event};
 use crate::api::{ANNOTATION_TRIGGER, CronJob, trigger};
-use crate::job;
+use crate::workload;
 
 /// Event reason of a trigger annotation entry that is not a time (or too far ahead).
 pub const INVALID_TRIGGER: &str = "InvalidTrigger";
@@ -69,7 +69,7 @@ pub fn requested(
         return (None, None);
     };
     let exists = |at: Timestamp| {
-        let name = job::manual_name(cronjob, at);
+        let name = workload::manual_name(cronjob, at);
         owned
             .iter()
             .any(|j| j.metadata.name.as_deref() == Some(&name))
@@ -77,7 +77,7 @@ pub fn requested(
     let jobs = requests
         .due(now)
         .filter(|at| !exists(*at))
-        .filter_map(|at| job::manual(cj, at, cfg.default_job_ttl))
+        .filter_map(|at| workload::manual(cj, at, cfg.default_job_ttl))
         .collect();
     let later: Vec<Timestamp> = requests
         .times
@@ -107,8 +107,8 @@ mod tests {
 
     use super::*;
     use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT};
-    use crate::job::manual_name;
     use crate::testing::fixtures::{CJ, cronjob, job, t};
+    use crate::workload::manual_name;
 
     const AT: &str = "2026-11-25T09:40:12Z";
     const LATER: &str = "2026-11-25T11:00:00Z";

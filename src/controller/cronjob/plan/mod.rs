@@ -12,7 +12,7 @@
 //!
 //! and [`template`], what the status records of the Job template's check (a refusal by the
 //! API server stops scheduling until the spec changes).
-//! [`plan`] composes them into a [`Plan`]; the Jobs themselves are built by [`crate::job`].
+//! [`plan`] composes them into a [`Plan`]; the Jobs themselves are built by [`crate::workload`].
 
 pub mod active;
 pub mod backfill;
@@ -37,7 +37,7 @@ pub use template::{TemplateCheck, recorded_template_check, refuse_template};
 
 use super::status::{self, CONDITION_READY};
 use crate::api::{CronJob, CronJobStatus};
-use crate::job;
+use crate::workload;
 
 /// Event reasons, as upstream.
 pub mod events {
@@ -113,7 +113,7 @@ impl Records {
 }
 
 /// The latest slot `status` records as run, for deciding whether a scheduled Job is the only
-/// record of its slot ([`job::slot_recorded`]): `lastScheduleTime`, but just before the oldest
+/// record of its slot ([`workload::slot_recorded`]): `lastScheduleTime`, but just before the oldest
 /// queued slot (a queued slot is older than `lastScheduleTime` and has not run: the Job of a
 /// slot that started from the queue is its only record until a status without it is stored).
 pub fn recorded_through(status: &CronJobStatus) -> Option<Timestamp> {
@@ -278,7 +278,9 @@ pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
     let mut owned: Vec<&Job> = jobs
         .iter()
         .map(|j| j.as_ref())
-        .filter(|j| job::controlled_by(j, uid) && j.metadata.namespace == cj.metadata.namespace)
+        .filter(|j| {
+            workload::controlled_by(j, uid) && j.metadata.namespace == cj.metadata.namespace
+        })
         .collect();
     owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     owned
@@ -420,7 +422,7 @@ fn scheduled_jobs<'a>(owned: &[&'a Job]) -> Vec<&'a Job> {
     owned
         .iter()
         .copied()
-        .filter(|j| !job::backfilled(j))
+        .filter(|j| !workload::backfilled(j))
         .collect()
 }
 
@@ -449,7 +451,7 @@ fn record_history<'a>(
         history::last_scheduled(old_last, given.records.ran, scheduled, given.now);
     status.last_schedule_time = last_scheduled.map(Time);
     history::record_last_finished(&given.owned, status);
-    let backfilling = crate::job::backfill::requested(cj).is_some();
+    let backfilling = crate::workload::backfill::requested(cj).is_some();
     let trimmed = history::trim(
         if backfilling {
             scheduled
@@ -573,13 +575,13 @@ fn record_gaps(
     last_scheduled: Option<Timestamp>,
     due: Option<&scheduling::Due>,
     status: &mut CronJobStatus,
-) -> Vec<job::backfill::Gap> {
+) -> Vec<workload::backfill::Gap> {
     let cj = given.cj;
     let mut gaps = backfill::gaps(cj, given.records);
     if given.records.backfilled.is_some() {
-        let stored = crate::job::backfill::missed(cj);
+        let stored = crate::workload::backfill::missed(cj);
         if gaps != stored {
-            status.missed = Some(crate::job::backfill::to_status(&gaps));
+            status.missed = Some(crate::workload::backfill::to_status(&gaps));
         }
     }
     if let Some(due) = due {
@@ -624,7 +626,7 @@ fn step_queue(
     );
     let run = match (step.start, tz.as_ref()) {
         (Some(slot), Some(tz)) => {
-            job::for_slot(cj, slot, tz, given.cfg.default_job_ttl).map(|job| Run {
+            workload::for_slot(cj, slot, tz, given.cfg.default_job_ttl).map(|job| Run {
                 slot,
                 queued: true,
                 replace: Vec::new(),

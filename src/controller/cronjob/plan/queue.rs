@@ -14,8 +14,8 @@ use kube::runtime::events::EventType;
 
 use super::{Action, event, events};
 use crate::api::{ConcurrencyPolicy, CronJob, WhenFull};
-use crate::job;
 use crate::schedule;
+use crate::workload;
 
 /// Why a queued slot was dropped (the `reason` label of `kronjob_queue_dropped_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -59,7 +59,7 @@ pub fn waiting(cj: &CronJob, owned: &[&Job], dequeued: Option<Timestamp>) -> Vec
         .iter()
         .map(|t| t.0)
         .filter(|slot| dequeued.is_none_or(|d| *slot > d))
-        .filter(|slot| !owned.iter().any(|j| job::slot_of(j) == Some(*slot)))
+        .filter(|slot| !owned.iter().any(|j| workload::slot_of(j) == Some(*slot)))
         .collect();
     queued.sort();
     queued.dedup();

@@ -556,7 +556,7 @@ impl Seen<'_> {
         cfg: &PlanConfig,
     ) -> (Option<Run>, Vec<Action>) {
         let mut raised = Vec::new();
-        let Some(job) = crate::job::for_slot(self.cj, slot, tz, cfg.default_job_ttl) else {
+        let Some(job) = crate::workload::for_slot(self.cj, slot, tz, cfg.default_job_ttl) else {
             return (None, raised);
         };
         // Already processed (e.g. created before a restart that lost the status write): the

@@ -1,5 +1,5 @@
 //! The Job template's check, as the plan sees it. The API server judges the template (a dry
-//! run of a batch/v1 CronJob carrying it, [`crate::job::dry_run`]); its verdict lives in the `Ready`
+//! run of a batch/v1 CronJob carrying it, [`crate::workload::dry_run`]); its verdict lives in the `Ready`
 //! condition: written for a generation, `InvalidJobTemplate` stops scheduling until the spec
 //! changes, and `True` means checked, so a restart checks nothing again.
 

@@ -7,8 +7,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::*;
 use crate::api::{ANNOTATION_SCHEDULED_AT, CronJobStatus, LABEL_CRONJOB};
 use crate::controller::MAX_REQUEUE;
-use crate::job::job_ref;
 use crate::testing::fixtures::{self, JobFixture};
+use crate::workload::job_ref;
 
 const ON_THE_HOUR: &str = "0 * * * ?";
 
@@ -209,7 +209,7 @@ fn deleting_history_never_reruns_a_slot() {
 fn job_for_due_slot_already_in_cache_is_adopted_not_recreated() {
     let cj = cronjob(ON_THE_HOUR);
     let slot = top_of_the_hour();
-    let mut job = crate::job::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
     job.metadata.uid = Some("u1".into());
     let p = plan(
         &cj,
@@ -525,7 +525,7 @@ fn the_job_of_a_merged_slot_is_created_once_whatever_matches_it() {
         .schedules(&["*/2 * * * *", "*/3 * * * *"])
         .last_scheduled("2016-05-19T10:04:00Z");
     let slot = t("2016-05-19T10:06:00Z");
-    let mut job = crate::job::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
     job.metadata.uid = Some("u6".into());
     let p = plan(
         &cj,
@@ -863,7 +863,7 @@ fn a_failed_job_of_a_slot_created_before_a_lost_status_write_counts_once() {
         .last_scheduled("2016-05-19T09:00:00Z")
         .suspend_after(1);
     let slot = top_of_the_hour();
-    let mut job = crate::job::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
     job.metadata.uid = Some("u10".into());
     let job = job.failed_at("2016-05-19T10:00:40Z");
     let jobs = vec![Arc::new(job)];
@@ -893,7 +893,7 @@ mod enqueue {
 
     /// A Job of the fixture CronJob for `slot`, running (or as `edit` leaves it).
     fn slot_job(cj: &CronJob, slot: &str) -> Job {
-        let mut job = crate::job::for_slot(cj, t(slot), &TimeZone::UTC, None).expect("job");
+        let mut job = crate::workload::for_slot(cj, t(slot), &TimeZone::UTC, None).expect("job");
         job.metadata.uid = Some(format!("{slot}-uid"));
         job.metadata.namespace = cj.metadata.namespace.clone();
         job

@@ -18,9 +18,9 @@ use k8s_openapi::api::batch::v1::JobCondition;
 
 use super::*;
 use crate::api::{ANNOTATION_SCHEDULED_AT, ConcurrencyPolicy, LABEL_CRONJOB};
-use crate::job::{self, job_ref};
 use crate::testing::fixtures::{self, CronJobFixture, JobFixture, job};
 use crate::testing::upstream::undocumented;
+use crate::workload::{self, job_ref};
 
 const ON_THE_HOUR: &str = "0 * * * ?";
 const EVERY_HOUR: &str = "@every 1h";
@@ -828,7 +828,7 @@ fn setup(r: &Row) -> (CronJob, Vec<Arc<Job>>) {
         status.last_schedule_time = Some(Time(
             r.last_schedule.unwrap_or_else(just_after_the_prior_hour),
         ));
-        let mut job = job::for_slot(&cj, r.job_creation, &TimeZone::UTC, None).expect("a Job");
+        let mut job = workload::for_slot(&cj, r.job_creation, &TimeZone::UTC, None).expect("a Job");
         job.metadata.uid = Some("1234".into());
         job.metadata.creation_timestamp = Some(Time(r.job_creation));
         if r.still_active {
@@ -944,7 +944,7 @@ fn controller_v2_sync_cronjob() {
 /// have run.
 #[test]
 fn time_drifted_back_behind_last_schedule_time() {
-    let ran = job::for_slot(
+    let ran = workload::for_slot(
         &fixtures::cronjob(ON_THE_HOUR),
         top_of_the_hour(),
         &TimeZone::UTC,
@@ -1132,7 +1132,7 @@ fn get_job_from_template2() {
             spec.manual_selector = Some(false);
         }
         let tz = crate::schedule::time_zone(zone).expect("zone");
-        let job = job::for_slot(&cj, scheduled, &tz, None).expect("a Job");
+        let job = workload::for_slot(&cj, scheduled, &tz, None).expect("a Job");
         let meta = &job.metadata;
         let labels = meta.labels.clone().unwrap_or_default();
         let annotations = meta.annotations.clone().unwrap_or_default();

@@ -132,7 +132,8 @@ pub fn kronjob_job(ns: &str, i: usize, slot: Timestamp) -> Job {
     let mut cj = kronjob_cronjob(ns, cronjob_name(i));
     cj.metadata.namespace = Some(ns.to_string());
     cj.metadata.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
-    kronjob::job::for_slot(&cj, slot, &jiff::tz::TimeZone::UTC, None).unwrap_or_else(|| bare_job(i))
+    kronjob::workload::for_slot(&cj, slot, &jiff::tz::TimeZone::UTC, None)
+        .unwrap_or_else(|| bare_job(i))
 }
 
 /// Create `n` objects made by `make(i)` with `in_flight` requests in flight; the time each
@@ -221,11 +222,11 @@ mod tests {
         let slot: Timestamp = "2026-01-01T00:01:00Z".parse().expect("time");
         let job = kronjob_job("ns", 7, slot);
         assert_eq!(
-            kronjob::job::ran_for(&job),
-            kronjob::job::Ran::Scheduled("2026-01-01T00:01:00Z")
+            kronjob::workload::ran_for(&job),
+            kronjob::workload::Ran::Scheduled("2026-01-01T00:01:00Z")
         );
         assert_eq!(
-            kronjob::job::controller_uid(&job),
+            kronjob::workload::controller_uid(&job),
             Some("00000000-0000-4000-8000-000000000007")
         );
         let bare = bare_job(7);

@@ -8,8 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::super::{Plan, PlanConfig, Records, plan_recorded};
 use super::*;
 use crate::api::{ANNOTATION_BACKFILL, ConcurrencyPolicy, CronJobStatus, MissedSlots};
-use crate::job::backfill::Request;
 use crate::testing::fixtures::{self, JobFixture, t};
+use crate::workload::backfill::Request;
 
 /// `* * * * *`, created at 09:59:00, with a backfill of `from`..`to` asked for.
 fn asked(from: &str, to: &str, parallel: u32) -> CronJob {
@@ -26,7 +26,7 @@ fn asked(from: &str, to: &str, parallel: u32) -> CronJob {
 fn backfilled(at: &str, state: &str) -> Arc<Job> {
     let cj = fixtures::cronjob("* * * * *");
     let mut job =
-        crate::job::for_backfill(&cj, t(at), &jiff::tz::TimeZone::UTC, None).expect("job");
+        crate::workload::for_backfill(&cj, t(at), &jiff::tz::TimeZone::UTC, None).expect("job");
     job.metadata.uid = Some(format!("uid-{at}"));
     let job = match state {
         "complete" => job.complete_at("2016-05-19T10:00:20Z"),
@@ -64,7 +64,7 @@ fn oldest_first_at_most_parallel_unfinished_then_done_and_the_repeat_creates_not
     let job = first.creates().last().expect("a create");
     assert_eq!(
         job.metadata.name.as_deref(),
-        Some(crate::job::scheduled_name("cj", t(&minute(52))).as_str()),
+        Some(crate::workload::scheduled_name("cj", t(&minute(52))).as_str()),
         "the slot's own name"
     );
 
@@ -114,7 +114,9 @@ fn oldest_first_at_most_parallel_unfinished_then_done_and_the_repeat_creates_not
     stored.status = Some(CronJobStatus {
         missed: status.missed.clone(),
         backfill: Some(BackfillProgress {
-            request: crate::job::backfill::requested(&cj).expect("asked").into(),
+            request: crate::workload::backfill::requested(&cj)
+                .expect("asked")
+                .into(),
             created: 10,
         }),
         ..Default::default()
@@ -189,8 +191,11 @@ fn only_slots_the_scheduler_passed_over_are_backfilled() {
         .get_or_insert_default()
         .insert(ANNOTATION_BACKFILL.into(), request.value());
     let ran_10 = Arc::new(
-        fixtures::job(&crate::job::scheduled_name("cj", t("2016-05-19T10:00:00Z")))
-            .scheduled_for("2016-05-19T10:00:00Z"),
+        fixtures::job(&crate::workload::scheduled_name(
+            "cj",
+            t("2016-05-19T10:00:00Z"),
+        ))
+        .scheduled_for("2016-05-19T10:00:00Z"),
     );
     let plan = plan_recorded(&after, &[ran_10], Records::of(&after), now, &cfg);
     assert_eq!(
@@ -258,25 +263,25 @@ fn slots_a_backfill_ran_are_recorded_again_when_their_status_write_was_lost() {
         ..Records::of(&cj)
     };
     let plan = plan_recorded(&cj, &[], ledger, t(NOW), &cfg);
-    let gaps: Vec<crate::job::backfill::Gap> = plan
+    let gaps: Vec<crate::workload::backfill::Gap> = plan
         .status
         .missed
         .as_deref()
         .expect("recorded")
         .iter()
-        .map(|m| crate::job::backfill::Gap {
+        .map(|m| crate::workload::backfill::Gap {
             after: m.after.as_ref().map(|t| t.0),
             before: m.before.0,
         })
         .collect();
     for m in 50..53 {
         assert!(
-            !crate::job::backfill::contains(&gaps, t(&minute(m))),
+            !crate::workload::backfill::contains(&gaps, t(&minute(m))),
             "09:{m} ran"
         );
     }
-    assert!(crate::job::backfill::contains(&gaps, t(&minute(49))));
-    assert!(crate::job::backfill::contains(&gaps, t(&minute(53))));
+    assert!(crate::workload::backfill::contains(&gaps, t(&minute(49))));
+    assert!(crate::workload::backfill::contains(&gaps, t(&minute(53))));
     let plain = plan_recorded(&cj, &[], Records::of(&cj), t(NOW), &cfg);
     assert_eq!(plain.status.missed, None, "nothing to record");
 }
