@@ -40,7 +40,7 @@ fn bench(c: &mut Criterion) {
         let uid = cj.metadata.uid.clone().expect("uid");
         c.bench_function(&format!("observe+plan, {unrelated} unrelated jobs"), |b| {
             b.iter(|| {
-                let jobs = index.jobs_of(black_box(&uid));
+                let jobs = index.workloads_of(black_box(&uid));
                 black_box(plan(black_box(&cj), &jobs, now, &cfg))
             })
         });

@@ -137,7 +137,7 @@ fn the_caches_hold_a_few_hundred_bytes_per_job_and_a_few_kilobytes_per_cronjob()
     });
     assert_eq!(index.0.len(), jobs);
     let uid = "5f0d2b6e-0000-4000-8000-000000000007";
-    assert_eq!(index.0.jobs_of(uid).len(), JOBS_PER_CRONJOB);
+    assert_eq!(index.0.workloads_of(uid).len(), JOBS_PER_CRONJOB);
     println!(
         "heap per cached CronJob: {per_cronjob:.0} B (on the wire: {} B); per cached Job: \
          {per_job:.0} B (on the wire: {} B)",

@@ -196,7 +196,7 @@ async fn job_names(jobs: &Api<Job>, cj: &CronJob) -> Result<BTreeSet<String>, Cl
     Ok(listed
         .items
         .into_iter()
-        .filter(|j| controlled_by(j, uid))
+        .filter(|j| controlled_by(&j.metadata, uid))
         .filter_map(|j| j.metadata.name)
         .collect())
 }

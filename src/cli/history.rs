@@ -16,7 +16,7 @@ use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::{self, DataFormat, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB, trigger};
-use crate::workload::{Outcome, Ran, controlled_by, finish, manual_name, ran_for};
+use crate::workload::{Outcome, Ran, controlled_by, job_finish as finish, manual_name, ran_for};
 
 /// Flags of `history`.
 #[derive(clap::Args, Debug)]
@@ -62,7 +62,7 @@ pub async fn run(
         .items;
     let mut jobs: Vec<Job> = listed
         .into_iter()
-        .filter(|job| controlled_by(job, &uid))
+        .filter(|job| controlled_by(&job.metadata, &uid))
         .collect();
     newest_first(&mut jobs);
     // A time asked for whose Job exists ran (its request is being removed).
@@ -182,8 +182,10 @@ fn row(job: &Job, now: Timestamp) -> Vec<String> {
 /// The scheduled time a Job was created for (`(backfill)` after it for a backfill's Job),
 /// `manual` for a manual run.
 fn scheduled(job: &Job) -> String {
-    match ran_for(job) {
-        Ran::Scheduled(at) if crate::workload::backfilled(job) => format!("{at} (backfill)"),
+    match ran_for(&job.metadata) {
+        Ran::Scheduled(at) if crate::workload::backfilled(&job.metadata) => {
+            format!("{at} (backfill)")
+        }
         Ran::Scheduled(at) => at.into(),
         Ran::Manual => "manual".into(),
         Ran::Unknown => NONE.into(),

@@ -19,7 +19,7 @@ use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
 use crate::api::{CronJob, LABEL_CRONJOB, trigger};
 use crate::schedule::{Schedule, time_zone};
-use crate::workload::{Outcome, controller_uid, finish};
+use crate::workload::{Outcome, controller_uid, job_finish as finish};
 
 /// Flags of `list`.
 #[derive(clap::Args, Debug)]
@@ -117,7 +117,7 @@ pub fn cronjob_table(
     }
     let mut by_owner: HashMap<&str, Vec<&Job>> = HashMap::new();
     for job in jobs {
-        if let Some(uid) = controller_uid(job) {
+        if let Some(uid) = controller_uid(&job.metadata) {
             by_owner.entry(uid).or_default().push(job);
         }
     }

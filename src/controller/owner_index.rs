@@ -12,7 +12,6 @@ use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 
 use futures::{Stream, StreamExt, stream};
-use k8s_openapi::api::batch::v1::Job;
 use kube::Resource;
 use kube::runtime::reflector::Lookup;
 use kube::runtime::watcher;
@@ -22,7 +21,7 @@ use super::cache::job::{Owner, Run};
 use super::cache::seconds::Second;
 use super::cache::{CachedJob, SlimJob};
 use crate::api::LABEL_CRONJOB;
-use crate::workload::Outcome;
+use crate::workload::{Outcome, Workload};
 
 /// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {
@@ -182,25 +181,30 @@ pub fn owner_index() -> (OwnerIndex, IndexWriter) {
 }
 
 impl OwnerIndex {
-    /// The Jobs controlled by the CronJob with UID `owner_uid`, as the readers see them
-    /// ([`CachedJob::to_job`]). Cost: proportional to that CronJob's Jobs, not to the size of
-    /// the cache.
-    pub fn jobs_of(&self, owner_uid: &str) -> Vec<Arc<Job>> {
+    /// The workloads controlled by the CronJob with UID `owner_uid`, as the plan reads them
+    /// ([`CachedJob::to_workload`]). Cost: proportional to that CronJob's workloads, not to the
+    /// size of the cache.
+    pub fn workloads_of(&self, owner_uid: &str) -> Vec<Arc<Workload>> {
         let inner = read(&self.inner);
         let Some((_, keys)) = inner.by_owner.get(owner_uid) else {
             return Vec::new();
         };
         keys.iter()
-            .filter_map(|k| inner.objects.get(k).map(|j| Arc::new(j.to_job(&k.0, &k.1))))
+            .filter_map(|k| {
+                inner
+                    .objects
+                    .get(k)
+                    .map(|j| Arc::new(j.to_workload(&k.0, &k.1)))
+            })
             .collect()
     }
 
-    /// One cached Job by namespace and name.
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Job>> {
+    /// One cached workload by namespace and name.
+    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Workload>> {
         read(&self.inner)
             .objects
             .get(&key(namespace, name))
-            .map(|j| Arc::new(j.to_job(namespace, name)))
+            .map(|j| Arc::new(j.to_workload(namespace, name)))
     }
 
     /// Every cached Job (used when a namespace watch re-lists).
@@ -455,7 +459,7 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::batch::v1::JobStatus;
+    use k8s_openapi::api::batch::v1::{Job, JobStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
     fn job(ns: &str, name: &str, owner: Option<&str>) -> SlimJob {
@@ -494,16 +498,15 @@ mod tests {
         let cached = index.get("ns", "a").expect("cached");
         assert_eq!(cached.metadata.name, created.0.metadata.name);
         assert_eq!(
-            crate::workload::controller_uid(&cached),
-            crate::workload::controller_uid(&created.0)
+            crate::workload::controller_uid(&cached.metadata),
+            crate::workload::controller_uid(&created.0.metadata)
         );
-        assert_eq!(cached.spec, None, "readers never need it");
-        let active = cached.status.as_ref().and_then(|s| s.active);
-        assert_eq!(active, None, "nor the pod counts");
-        assert_eq!(index.jobs_of("u1").len(), 1);
+        assert_eq!(cached.ttl, None);
+        assert_eq!(cached.finish, None);
+        assert_eq!(index.workloads_of("u1").len(), 1);
     }
 
-    fn names(mut jobs: Vec<Arc<Job>>) -> Vec<String> {
+    fn names(mut jobs: Vec<Arc<Workload>>) -> Vec<String> {
         let mut v: Vec<String> = jobs
             .drain(..)
             .filter_map(|j| j.metadata.name.clone())
@@ -518,13 +521,13 @@ mod tests {
         w.apply_watcher_event(&watcher::Event::Apply(job("ns", "a", Some("u1"))));
         w.apply_watcher_event(&watcher::Event::Apply(job("ns", "b", Some("u1"))));
         w.apply_watcher_event(&watcher::Event::Apply(job("ns", "c", None)));
-        assert_eq!(names(index.jobs_of("u1")), ["a", "b"]);
+        assert_eq!(names(index.workloads_of("u1")), ["a", "b"]);
         // Owner changes: re-filed.
         w.apply_watcher_event(&watcher::Event::Apply(job("ns", "b", Some("u2"))));
-        assert_eq!(names(index.jobs_of("u1")), ["a"]);
-        assert_eq!(names(index.jobs_of("u2")), ["b"]);
+        assert_eq!(names(index.workloads_of("u1")), ["a"]);
+        assert_eq!(names(index.workloads_of("u2")), ["b"]);
         w.apply_watcher_event(&watcher::Event::Delete(job("ns", "a", Some("u1"))));
-        assert!(index.jobs_of("u1").is_empty());
+        assert!(index.workloads_of("u1").is_empty());
         assert_eq!(index.len(), 2);
     }
 
@@ -566,7 +569,7 @@ mod tests {
             let _creating = index.expect_create("ns", "cj-1");
             // The watch event before the create's answer: stored, no trigger.
             assert!(w.apply_watcher_event(&apply(&created)).is_empty());
-            assert_eq!(names(index.jobs_of("u1")), ["cj-1"]);
+            assert_eq!(names(index.workloads_of("u1")), ["cj-1"]);
             // Another Job of the same owner still triggers.
             let other = job("ns", "cj-2", Some("u1"));
             assert_eq!(w.apply_watcher_event(&apply(&other)), [other]);
@@ -603,9 +606,9 @@ mod tests {
         w.apply_watcher_event(&watcher::Event::Init);
         w.apply_watcher_event(&watcher::Event::InitApply(job("ns", "new", Some("u1"))));
         // Not swapped before InitDone.
-        assert_eq!(names(index.jobs_of("u1")), ["old"]);
+        assert_eq!(names(index.workloads_of("u1")), ["old"]);
         w.apply_watcher_event(&watcher::Event::InitDone);
-        assert_eq!(names(index.jobs_of("u1")), ["new"]);
+        assert_eq!(names(index.workloads_of("u1")), ["new"]);
         assert!(index.is_ready());
     }
 
@@ -643,6 +646,6 @@ mod tests {
             })
             .await;
         assert!(index.is_ready());
-        assert_eq!(names(index.jobs_of("u")), ["a1", "b2"]);
+        assert_eq!(names(index.workloads_of("u")), ["a1", "b2"]);
     }
 }

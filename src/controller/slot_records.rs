@@ -51,11 +51,11 @@ impl SlotRecords {
     /// slot, or whose CronJob is gone, may; a scheduled Job of a cached CronJob may once the
     /// stored status records its slot. `false` while nothing is known.
     pub fn deletable(&self, job: &Job) -> bool {
-        if workload::slot_of(job).is_none() {
+        if workload::slot_of(&job.metadata).is_none() {
             return true;
         }
         let (Some(uid), Some(namespace)) = (
-            workload::controller_uid(job),
+            workload::controller_uid(&job.metadata),
             job.metadata.namespace.as_deref(),
         ) else {
             return true;
@@ -75,7 +75,7 @@ impl SlotRecords {
         match lookup(namespace, &owner.name, uid) {
             Err(Unknown) => false,
             Ok(None) => true,
-            Ok(Some(stored)) => workload::slot_recorded(job, stored),
+            Ok(Some(stored)) => workload::slot_recorded(&job.metadata, stored),
         }
     }
 }

@@ -1,14 +1,15 @@
-//! What a Job is to kronjob: its name, how it is built, checked, read and deleted.
+//! What a workload is to kronjob: the object a CronJob runs for each slot (a batch/v1 Job, or
+//! any kind a `workloadTemplate` names), its name, how it is built, checked, read and deleted.
 //!
-//! Defined once, below the controllers, the webhook and the commands: its name, how it is built
-//! from a CronJob's template, the dry run that checks that template, how it is read, and the
-//! one guarded delete.
+//! Defined once, below the controllers, the webhook and the commands:
 //!
+//! - [`Workload`]: a workload as the plan reads it, whatever its kind: its metadata, when it
+//!   started, whether, how and when it finished;
 //! - [`name`]: `<cronjob>-<unix minutes>` for a slot, `<cronjob>-m<base 36 seconds>` for a
 //!   manual run (pure);
 //! - [`build`]: the Job a template makes, for a slot or a manual run (pure);
-//! - [`read`]: which CronJob controls a Job, whether and when it finished, what it ran for,
-//!   the slim copy kept in caches (pure);
+//! - [`read`]: which CronJob controls a workload and what it ran for (its metadata), how a Job
+//!   finished (pure);
 //! - [`dry_run`]: the template checked as the API server checks a batch/v1 CronJob's (a
 //!   `dryRun=All` create of one carrying it);
 //! - [`delete`]: delete by name only while the UID is the one decided on.
@@ -20,6 +21,13 @@ pub mod dry_run;
 pub mod name;
 pub mod read;
 
+use std::sync::{Arc, LazyLock};
+
+use jiff::Timestamp;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::ObjectReference;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
 pub use build::{for_backfill, for_slot, from_template, manual};
 pub use delete::{Deletion, delete_guarded};
 pub use dry_run::{
@@ -27,6 +35,151 @@ pub use dry_run::{
 };
 pub use name::{manual_name, scheduled_name};
 pub use read::{
-    Finish, Outcome, Ran, backfilled, controlled_by, controller_uid, created_by_kronjob, finish,
-    is_controlled_by_kronjob, job_ref, outcome, ran_for, slim, slot_of, slot_recorded,
+    Finish, Outcome, Ran, backfilled, controlled_by, controller_uid, created_by_kronjob,
+    is_controlled_by_kronjob, job_finish, ran_for, slot_of, slot_recorded,
 };
+
+/// A workload's `apiVersion` and `kind`.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct WorkloadType {
+    /// `group/version`, or `version` for the core group.
+    pub api_version: String,
+    /// The kind, e.g. `Job`.
+    pub kind: String,
+}
+
+static JOB: LazyLock<Arc<WorkloadType>> = LazyLock::new(|| {
+    Arc::new(WorkloadType {
+        api_version: "batch/v1".into(),
+        kind: "Job".into(),
+    })
+});
+
+impl WorkloadType {
+    /// batch/v1 Job, the kind of a `jobTemplate` (one shared copy).
+    pub fn job() -> Arc<WorkloadType> {
+        Arc::clone(&JOB)
+    }
+
+    /// Whether this is batch/v1 Job.
+    pub fn is_job(&self) -> bool {
+        *self == **JOB
+    }
+
+    /// The API group (empty for the core group).
+    pub fn group(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map_or("", |(group, _)| group)
+    }
+
+    /// The API version within the group.
+    pub fn version(&self) -> &str {
+        self.api_version
+            .split_once('/')
+            .map_or(self.api_version.as_str(), |(_, version)| version)
+    }
+
+    /// How Events and messages name one: `job` for a Job (upstream's word), else the kind.
+    pub fn noun(&self) -> &str {
+        if self.is_job() { "job" } else { &self.kind }
+    }
+}
+
+/// A workload as the plan reads it, whatever its kind: its kind, its metadata (the name, UID,
+/// owner references, kronjob's annotations, deletion time), and what its kind's rule says of
+/// its status.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Workload {
+    /// Its apiVersion and kind.
+    pub type_: Arc<WorkloadType>,
+    /// Its metadata (as the caches keep it).
+    pub metadata: ObjectMeta,
+    /// When it started (a Job's `status.startTime`), if known.
+    pub started: Option<Timestamp>,
+    /// Whether, how and when it finished.
+    pub finish: Option<Finish>,
+    /// When it completed, if its kind records that apart from the finish (a Job's
+    /// `status.completionTime`, which dates a success as upstream does).
+    pub completed: Option<Timestamp>,
+    /// Its TTL after finishing, in seconds, if it has one.
+    pub ttl: Option<i32>,
+}
+
+impl Workload {
+    /// A batch/v1 Job read as a workload.
+    pub fn of_job(job: &Job) -> Self {
+        let status = job.status.as_ref();
+        Workload {
+            type_: WorkloadType::job(),
+            metadata: job.metadata.clone(),
+            started: status.and_then(|s| s.start_time.as_ref()).map(|t| t.0),
+            finish: job_finish(job),
+            completed: status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
+            ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+        }
+    }
+
+    /// Its name.
+    pub fn name(&self) -> &str {
+        self.metadata.name.as_deref().unwrap_or_default()
+    }
+
+    /// How it ended, if it did.
+    pub fn outcome(&self) -> Option<Outcome> {
+        self.finish.map(|f| f.outcome)
+    }
+
+    /// The reference `status.active` keeps of it.
+    pub fn reference(&self) -> ObjectReference {
+        ObjectReference {
+            api_version: Some(self.type_.api_version.clone()),
+            kind: Some(self.type_.kind.clone()),
+            name: self.metadata.name.clone(),
+            namespace: self.metadata.namespace.clone(),
+            uid: self.metadata.uid.clone(),
+            ..Default::default()
+        }
+    }
+}
+
+impl From<&Job> for Workload {
+    fn from(job: &Job) -> Self {
+        Workload::of_job(job)
+    }
+}
+
+impl From<Job> for Workload {
+    fn from(job: Job) -> Self {
+        Workload::of_job(&job)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_type_names_its_group_version_and_noun() {
+        let job = WorkloadType::job();
+        assert!(job.is_job());
+        assert_eq!(
+            (job.group(), job.version(), job.noun()),
+            ("batch", "v1", "job")
+        );
+        let jobset = WorkloadType {
+            api_version: "jobset.x-k8s.io/v1alpha2".into(),
+            kind: "JobSet".into(),
+        };
+        assert!(!jobset.is_job());
+        assert_eq!(
+            (jobset.group(), jobset.version(), jobset.noun()),
+            ("jobset.x-k8s.io", "v1alpha2", "JobSet")
+        );
+        let pod = WorkloadType {
+            api_version: "v1".into(),
+            kind: "Pod".into(),
+        };
+        assert_eq!((pod.group(), pod.version()), ("", "v1"));
+    }
+}

@@ -1,42 +1,38 @@
-//! Reading a Job, defined once for the controllers and the commands: which CronJob controls
-//! it, whether and when it finished, which run it was for, the reference kept in
-//! `status.active`, and the slim copy kept in caches. Pure: no API calls, no clock.
+//! Reading a workload, defined once for the controllers and the commands: which CronJob
+//! controls it, which run it was for (all from its metadata, whatever its kind), and how a
+//! batch/v1 Job finished. Pure: no API calls, no clock.
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::{ObjectReference, PodTemplateSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Resource;
 
-use crate::api::{
-    ANNOTATION_BACKFILLED, ANNOTATION_INSTANTIATE, ANNOTATION_LAST_APPLIED as LAST_APPLIED,
-    ANNOTATION_SCHEDULED_AT, CronJob,
-};
+use crate::api::{ANNOTATION_BACKFILLED, ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 
-/// UID of the kronjob CronJob controlling `job`: its controller owner reference of kind
-/// `CronJob` in our group and version, if any.
-pub fn controller_uid(job: &Job) -> Option<&str> {
+/// UID of the kronjob CronJob controlling the object of `meta`: its controller owner reference
+/// of kind `CronJob` in our group and version, if any.
+pub fn controller_uid(meta: &ObjectMeta) -> Option<&str> {
     let api_version = <CronJob as Resource>::api_version(&());
     let kind = <CronJob as Resource>::kind(&());
-    job.metadata
-        .owner_references
+    meta.owner_references
         .as_deref()?
         .iter()
         .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
         .map(|r| r.uid.as_str())
 }
 
-/// Whether a kronjob CronJob controls `job`.
-pub fn is_controlled_by_kronjob(job: &Job) -> bool {
-    controller_uid(job).is_some()
+/// Whether a kronjob CronJob controls the object of `meta`.
+pub fn is_controlled_by_kronjob(meta: &ObjectMeta) -> bool {
+    controller_uid(meta).is_some()
 }
 
-/// Whether the kronjob CronJob of UID `uid` controls `job` (a label alone can be copied; an
-/// empty UID controls nothing).
-pub fn controlled_by(job: &Job, uid: &str) -> bool {
-    !uid.is_empty() && controller_uid(job) == Some(uid)
+/// Whether the kronjob CronJob of UID `uid` controls the object of `meta` (a label alone can
+/// be copied; an empty UID controls nothing).
+pub fn controlled_by(meta: &ObjectMeta, uid: &str) -> bool {
+    !uid.is_empty() && controller_uid(meta) == Some(uid)
 }
 
-/// Which run a Job was created for, as its annotations say.
+/// Which run a workload was created for, as its annotations say.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Ran<'a> {
     /// A slot: the scheduled time, RFC 3339 in the CronJob's zone.
@@ -47,9 +43,9 @@ pub enum Ran<'a> {
     Unknown,
 }
 
-/// The run `job` was created for.
-pub fn ran_for(job: &Job) -> Ran<'_> {
-    let annotations = job.metadata.annotations.as_ref();
+/// The run the object of `meta` was for.
+pub fn ran_for(meta: &ObjectMeta) -> Ran<'_> {
+    let annotations = meta.annotations.as_ref();
     if let Some(at) = annotations.and_then(|a| a.get(ANNOTATION_SCHEDULED_AT)) {
         return Ran::Scheduled(at);
     }
@@ -59,55 +55,54 @@ pub fn ran_for(job: &Job) -> Ran<'_> {
     }
 }
 
-/// The slot `job` was created for: its scheduled-time annotation read as an instant; `None`
-/// for a manual run, a stranger, or an annotation that is not RFC 3339.
-pub fn slot_of(job: &Job) -> Option<Timestamp> {
-    match ran_for(job) {
+/// The slot the object of `meta` was created for: its scheduled-time annotation read as an
+/// instant; `None` for a manual run, a stranger, or an annotation that is not RFC 3339.
+pub fn slot_of(meta: &ObjectMeta) -> Option<Timestamp> {
+    match ran_for(meta) {
         Ran::Scheduled(at) => at.parse().ok(),
         Ran::Manual | Ran::Unknown => None,
     }
 }
 
-/// Whether the run `job` was for is recorded by a `status.lastScheduleTime` of `stored`: a
-/// manual run or a stranger always is (no slot hangs on it); a scheduled Job whose slot is
-/// later than `stored` is the only record that its slot ran.
-pub fn slot_recorded(job: &Job, stored: Option<Timestamp>) -> bool {
-    match slot_of(job) {
+/// Whether the run the object of `meta` was for is recorded by a `status.lastScheduleTime` of
+/// `stored`: a manual run or a stranger always is (no slot hangs on it); a scheduled workload
+/// whose slot is later than `stored` is the only record that its slot ran.
+pub fn slot_recorded(meta: &ObjectMeta, stored: Option<Timestamp>) -> bool {
+    match slot_of(meta) {
         Some(slot) => stored.is_some_and(|stored| slot <= stored),
         None => true,
     }
 }
 
-/// Whether a backfill created `job` ([`ANNOTATION_BACKFILLED`]).
-pub fn backfilled(job: &Job) -> bool {
-    job.metadata
-        .annotations
+/// Whether a backfill created the object of `meta` ([`ANNOTATION_BACKFILLED`]).
+pub fn backfilled(meta: &ObjectMeta) -> bool {
+    meta.annotations
         .as_ref()
         .is_some_and(|a| a.contains_key(ANNOTATION_BACKFILLED))
 }
 
-/// Whether a Job carries the marks of kronjob: the scheduled-time annotation of a scheduled
-/// run, or the `instantiate: manual` annotation of a manual run.
-pub fn created_by_kronjob(job: &Job) -> bool {
-    ran_for(job) != Ran::Unknown
+/// Whether the object of `meta` carries the marks of kronjob: the scheduled-time annotation of
+/// a scheduled run, or the `instantiate: manual` annotation of a manual run.
+pub fn created_by_kronjob(meta: &ObjectMeta) -> bool {
+    ran_for(meta) != Ran::Unknown
 }
 
-/// How a Job ended.
+/// How a workload ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Outcome {
-    /// Condition `Complete=True`.
+    /// It succeeded (a Job's condition `Complete=True`).
     Complete,
-    /// Condition `Failed=True`.
+    /// It failed (a Job's condition `Failed=True`).
     Failed,
 }
 
-/// A finished Job: how it ended and when.
+/// A finished workload: how it ended and when.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Finish {
     /// Complete or Failed.
     pub outcome: Outcome,
-    /// When: the finishing condition's `lastTransitionTime`, else (Complete only)
-    /// `status.completionTime`; `None` when neither is recorded.
+    /// When, if recorded (for a Job: the finishing condition's `lastTransitionTime`, else,
+    /// Complete only, `status.completionTime`).
     pub at: Option<Timestamp>,
 }
 
@@ -115,7 +110,7 @@ pub struct Finish {
 /// `Failed` condition with status `True`; the interim `SuccessCriteriaMet` and `FailureTarget`
 /// conditions do not finish a Job). One definition for history, `lastSuccessfulTime`,
 /// `lastFailureTime` and the TTL controller.
-pub fn finish(job: &Job) -> Option<Finish> {
+pub fn job_finish(job: &Job) -> Option<Finish> {
     let status = job.status.as_ref()?;
     let condition = status
         .conditions
@@ -138,39 +133,10 @@ pub fn finish(job: &Job) -> Option<Finish> {
     Some(Finish { outcome, at })
 }
 
-/// How `job` ended, if it did.
-pub fn outcome(job: &Job) -> Option<Outcome> {
-    finish(job).map(|f| f.outcome)
-}
-
-/// The reference stored in `status.active` for a Job.
-pub fn job_ref(job: &Job) -> ObjectReference {
-    ObjectReference {
-        api_version: Some("batch/v1".into()),
-        kind: Some("Job".into()),
-        name: job.metadata.name.clone(),
-        namespace: job.metadata.namespace.clone(),
-        uid: job.metadata.uid.clone(),
-        ..Default::default()
-    }
-}
-
-/// Drop what no controller reads before a Job enters a cache: managedFields, the last-applied
-/// annotation and the pod template (usually the bulk of a Job).
-pub fn slim(job: &mut Job) {
-    job.metadata.managed_fields = None;
-    if let Some(annotations) = job.metadata.annotations.as_mut() {
-        annotations.remove(LAST_APPLIED);
-    }
-    if let Some(spec) = job.spec.as_mut() {
-        spec.template = PodTemplateSpec::default();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use k8s_openapi::api::batch::v1::{JobCondition, JobSpec, JobStatus};
+    use k8s_openapi::api::batch::v1::{JobCondition, JobStatus};
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference, Time};
 
     use crate::testing::fixtures::t;
@@ -204,17 +170,17 @@ mod tests {
         for (api_version, kind, controller, want) in cases {
             let job = owned_by(api_version, kind, controller);
             assert_eq!(
-                controller_uid(&job),
+                controller_uid(&job.metadata),
                 want,
                 "{api_version} {kind} {controller:?}"
             );
-            assert_eq!(is_controlled_by_kronjob(&job), want.is_some());
+            assert_eq!(is_controlled_by_kronjob(&job.metadata), want.is_some());
         }
-        assert_eq!(controller_uid(&Job::default()), None);
+        assert_eq!(controller_uid(&ObjectMeta::default()), None);
         let ours = owned_by("batch.kronjob.dev/v1", "CronJob", Some(true));
-        assert!(controlled_by(&ours, "u1"));
-        assert!(!controlled_by(&ours, "u2"));
-        assert!(!controlled_by(&Job::default(), ""));
+        assert!(controlled_by(&ours.metadata, "u1"));
+        assert!(!controlled_by(&ours.metadata, "u2"));
+        assert!(!controlled_by(&ObjectMeta::default(), ""));
     }
 
     #[test]
@@ -248,8 +214,8 @@ mod tests {
             (Job::default(), Ran::Unknown),
         ];
         for (job, want) in &cases {
-            assert_eq!(ran_for(job), *want);
-            assert_eq!(created_by_kronjob(job), *want != Ran::Unknown);
+            assert_eq!(ran_for(&job.metadata), *want);
+            assert_eq!(created_by_kronjob(&job.metadata), *want != Ran::Unknown);
         }
     }
 
@@ -279,9 +245,13 @@ mod tests {
         ];
         for (key, value, want) in cases {
             let want = want.map(|w| w.parse::<Timestamp>().expect("instant"));
-            assert_eq!(slot_of(&annotated(key, value)), want, "{key}={value}");
+            assert_eq!(
+                slot_of(&annotated(key, value).metadata),
+                want,
+                "{key}={value}"
+            );
         }
-        assert_eq!(slot_of(&Job::default()), None);
+        assert_eq!(slot_of(&ObjectMeta::default()), None);
     }
 
     #[test]
@@ -295,12 +265,12 @@ mod tests {
         };
         let ten = slot("2016-05-19T10:00:00Z");
         let at = |s: &str| Some(s.parse::<Timestamp>().expect("instant"));
-        assert!(!slot_recorded(&ten, None));
-        assert!(!slot_recorded(&ten, at("2016-05-19T09:59:00Z")));
-        assert!(slot_recorded(&ten, at("2016-05-19T10:00:00Z")));
-        assert!(slot_recorded(&ten, at("2016-05-19T11:00:00Z")));
+        assert!(!slot_recorded(&ten.metadata, None));
+        assert!(!slot_recorded(&ten.metadata, at("2016-05-19T09:59:00Z")));
+        assert!(slot_recorded(&ten.metadata, at("2016-05-19T10:00:00Z")));
+        assert!(slot_recorded(&ten.metadata, at("2016-05-19T11:00:00Z")));
         // No slot hangs on a manual run or a Job kronjob did not make.
-        assert!(slot_recorded(&Job::default(), None));
+        assert!(slot_recorded(&ObjectMeta::default(), None));
     }
 
     fn with_conditions(conditions: &[(&str, &str, Option<&str>)], completion: Option<&str>) -> Job {
@@ -387,45 +357,7 @@ mod tests {
             ),
         ];
         for (name, job, want) in cases {
-            assert_eq!(finish(&job), want, "{name}");
-            assert_eq!(outcome(&job), want.map(|f| f.outcome), "{name}");
+            assert_eq!(job_finish(&job), want, "{name}");
         }
-    }
-
-    #[test]
-    fn slim_drops_template_managed_fields_and_last_applied() {
-        let mut job = Job {
-            metadata: ObjectMeta {
-                managed_fields: Some(vec![Default::default()]),
-                annotations: Some(
-                    [
-                        (LAST_APPLIED.to_string(), "{}".to_string()),
-                        ("keep".to_string(), "1".to_string()),
-                    ]
-                    .into(),
-                ),
-                ..Default::default()
-            },
-            spec: Some(JobSpec {
-                template: PodTemplateSpec {
-                    metadata: Some(ObjectMeta {
-                        name: Some("x".into()),
-                        ..Default::default()
-                    }),
-                    spec: None,
-                },
-                parallelism: Some(2),
-                ..Default::default()
-            }),
-            status: None,
-        };
-        slim(&mut job);
-        assert!(job.metadata.managed_fields.is_none());
-        let annotations = job.metadata.annotations.as_ref().expect("annotations");
-        assert_eq!(annotations.len(), 1);
-        assert!(annotations.contains_key("keep"));
-        let spec = job.spec.as_ref().expect("spec");
-        assert_eq!(spec.template, PodTemplateSpec::default());
-        assert_eq!(spec.parallelism, Some(2));
     }
 }

@@ -7,6 +7,7 @@
 //! CronJob as its author would, for the webhook and the schema.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::{Job, JobCondition, JobSpec, JobStatus, JobTemplateSpec};
@@ -189,7 +190,11 @@ impl CronJobFixture for CronJob {
     }
     fn running(mut self, jobs: &[&Job]) -> Self {
         let status = self.status.get_or_insert_with(Default::default);
-        status.set_active(jobs.iter().map(|j| kronjob::workload::job_ref(j)).collect());
+        status.set_active(
+            jobs.iter()
+                .map(|j| workload(Job::clone(j)).reference())
+                .collect(),
+        );
         self
     }
     fn status(mut self, status: CronJobStatus) -> Self {
@@ -200,6 +205,11 @@ impl CronJobFixture for CronJob {
 
 /// A Job named `name` in [`NS`], controlled by the default CronJob, labelled as kronjob labels
 /// its Jobs, with UID `<name>-uid`.
+/// `job` as the plan reads it.
+pub fn workload(job: Job) -> Arc<kronjob::workload::Workload> {
+    Arc::new(kronjob::workload::Workload::of_job(&job))
+}
+
 pub fn job(name: &str) -> Job {
     Job {
         metadata: ObjectMeta {

@@ -16,7 +16,7 @@ use super::seconds::Second;
 use super::uid::Uid;
 use crate::api::{ANNOTATION_BACKFILLED, ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT, CronJob};
 use crate::schedule;
-use crate::workload::{self, Finish, Outcome, Ran};
+use crate::workload::{self, Finish, Outcome, Ran, Workload, WorkloadType};
 
 /// A Job with only the fields the controllers read. It encodes as the Job it holds (so a Job
 /// to create can be sent as one, and the answer decoded slim).
@@ -200,7 +200,7 @@ impl CachedJob {
     pub fn of(job: &Job) -> Self {
         let meta = &job.metadata;
         let status = job.status.as_ref();
-        let owner = workload::controller_uid(job).and_then(|uid| {
+        let owner = workload::controller_uid(&job.metadata).and_then(|uid| {
             let name = meta
                 .owner_references
                 .as_deref()?
@@ -211,7 +211,7 @@ impl CachedJob {
                 name: name.name.as_str().into(),
             }))
         });
-        let run = match workload::ran_for(job) {
+        let run = match workload::ran_for(&job.metadata) {
             Ran::Scheduled(at) => Run::Scheduled(At::new(at)),
             Ran::Manual => Run::Manual,
             Ran::Unknown => Run::Unknown,
@@ -221,11 +221,11 @@ impl CachedJob {
             owner,
             run,
             started: status.and_then(|s| s.start_time.as_ref()).map(second),
-            ended: workload::finish(job).map(|f| (f.outcome, f.at.map(Second::new))),
+            ended: workload::job_finish(job).map(|f| (f.outcome, f.at.map(Second::new))),
             completed: status.and_then(|s| s.completion_time.as_ref()).map(second),
             deleting: meta.deletion_timestamp.as_ref().map(second),
             ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
-            backfilled: workload::backfilled(job),
+            backfilled: workload::backfilled(&job.metadata),
         }
     }
 
@@ -289,6 +289,19 @@ impl CachedJob {
         }
     }
 
+    /// The workload `namespace/name` as the plan reads it ([`Workload`]).
+    pub fn to_workload(&self, namespace: &str, name: &str) -> Workload {
+        let job = self.to_job(namespace, name);
+        Workload {
+            type_: WorkloadType::job(),
+            metadata: job.metadata,
+            started: self.started.map(Second::at),
+            finish: self.finish(),
+            completed: self.completed.map(Second::at),
+            ttl: self.ttl,
+        }
+    }
+
     /// The UID of the CronJob controlling it.
     pub fn owner_uid(&self) -> Option<&str> {
         self.owner.as_ref().map(|owner| &*owner.uid)
@@ -343,16 +356,19 @@ mod tests {
             let name = full.metadata.name.as_deref().unwrap_or_default();
             let back = cached.to_job("ns", name);
             assert_eq!(
-                workload::controller_uid(&back),
-                workload::controller_uid(&full)
+                workload::controller_uid(&back.metadata),
+                workload::controller_uid(&full.metadata)
             );
-            assert_eq!(workload::ran_for(&back), workload::ran_for(&full));
             assert_eq!(
-                workload::backfilled(&back),
-                workload::backfilled(&full),
+                workload::ran_for(&back.metadata),
+                workload::ran_for(&full.metadata)
+            );
+            assert_eq!(
+                workload::backfilled(&back.metadata),
+                workload::backfilled(&full.metadata),
                 "{name}"
             );
-            assert_eq!(workload::finish(&back), workload::finish(&full));
+            assert_eq!(workload::job_finish(&back), workload::job_finish(&full));
             assert_eq!(back.metadata.name, full.metadata.name);
             assert_eq!(back.metadata.uid, full.metadata.uid);
             assert_eq!(

@@ -24,7 +24,7 @@ use super::plan::{Action, Plan, Run, events};
 use super::status::observe_generation;
 use crate::api::{ANNOTATION_BACKFILL, ANNOTATION_TRIGGER, CronJob, CronJobStatus};
 use crate::controller::cache::{CachedCronJob, SlimJob};
-use crate::workload::{self, Deletion, job_ref, refusal_message};
+use crate::workload::{self, Deletion, Workload, refusal_message};
 
 /// What applying a plan produced.
 #[derive(Debug)]
@@ -179,7 +179,10 @@ async fn run_backfill(
                         }
                         Err(kube::Error::Api(s)) if s.is_already_exists() => {
                             let existing = jobs.get(&job_name).await.map_err(Error::Kube)?;
-                            if !workload::controlled_by(&existing.0, uid.unwrap_or_default()) {
+                            if !workload::controlled_by(
+                                &existing.0.metadata,
+                                uid.unwrap_or_default(),
+                            ) {
                                 let note = format!(
                                     "Error creating job: job {job_name} already exists and is not controlled by this CronJob"
                                 );
@@ -398,7 +401,7 @@ async fn create(
             .iter()
             .any(|r| r.uid.is_some() && r.uid == job.metadata.uid)
         {
-            status.push_active(job_ref(job));
+            status.push_active(Workload::of_job(job).reference());
         }
         // A queued slot is older than the slot that queued it: never backwards.
         if status
@@ -438,7 +441,7 @@ async fn create(
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
             let existing = jobs.get(&name).await.map_err(Error::Kube)?;
             let uid = cj.metadata.uid.as_deref().unwrap_or_default();
-            if workload::controlled_by(&existing.0, uid) {
+            if workload::controlled_by(&existing.0.metadata, uid) {
                 // A restart (or a lagging cache) between create and status write: adopt, so
                 // the slot never runs twice.
                 record(status, &existing);

@@ -3,20 +3,20 @@
 
 use std::sync::Arc;
 
-use k8s_openapi::api::batch::v1::Job;
 use kube::Api;
 
 use super::context::Context;
 use super::error::Error;
 use crate::api::CronJob;
 use crate::controller::cache::SlimJob;
+use crate::workload::Workload;
 
 /// The Jobs of `cj` to plan with.
-pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Job>>, Error> {
+pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Workload>>, Error> {
     let Some(uid) = cj.metadata.uid.as_deref() else {
         return Ok(Vec::new());
     };
-    let mut jobs = ctx.index.jobs_of(uid);
+    let mut jobs = ctx.index.workloads_of(uid);
     let Some(status) = cj.status.as_ref() else {
         return Ok(jobs);
     };
@@ -32,7 +32,7 @@ pub async fn observe(ctx: &Context, cj: &CronJob) -> Result<Vec<Arc<Job>>, Error
         if let Some(SlimJob(job)) = api.get_opt(name).await.map_err(Error::Kube)?
             && job.metadata.uid == r.uid
         {
-            jobs.push(Arc::new(job));
+            jobs.push(Arc::new(Workload::of_job(&job)));
         }
     }
     Ok(jobs)

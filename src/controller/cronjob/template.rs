@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
+use crate::workload::Workload;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::ResourceExt;
 
@@ -25,7 +25,7 @@ use crate::workload::{TemplateDryRun, Verdict, refusal_message};
 pub async fn checked_plan(
     ctx: &Context,
     cj: &CronJob,
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<Workload>],
     records: plan::Records,
     now: Timestamp,
     calendars: &plan::scheduling::Calendars,

@@ -910,7 +910,7 @@ async fn the_failure_policys_suspension_writes_the_status_on_the_patched_version
     cj.metadata.generation = Some(1);
     cj.status
         .get_or_insert_default()
-        .set_active(vec![crate::workload::job_ref(&failed)]);
+        .set_active(vec![crate::workload::Workload::of_job(&failed).reference()]);
     let mut patched = serde_json::to_value(&cj).expect("json");
     patched["spec"]["suspend"] = json!(true);
     patched["metadata"]["generation"] = json!(2);

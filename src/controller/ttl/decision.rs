@@ -48,7 +48,7 @@ pub fn job_ttl_state(job: &Job, now: Timestamp) -> TtlState {
     let Some(ttl) = job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished) else {
         return TtlState::NotCandidate;
     };
-    match jobs::finish(job) {
+    match jobs::job_finish(job) {
         None => TtlState::NotCandidate,
         Some(jobs::Finish { at: None, .. }) => TtlState::Error(DecisionError::MissingFinishTime),
         Some(jobs::Finish {

@@ -246,12 +246,12 @@ impl TtlObject for SlimJob {
     }
 
     fn finish_time(&self) -> Option<Timestamp> {
-        jobs::finish(&self.0).and_then(|f| f.at)
+        jobs::job_finish(&self.0).and_then(|f| f.at)
     }
 
     fn in_scope(&self, scope: TtlScope) -> bool {
         match scope {
-            TtlScope::Owned => jobs::is_controlled_by_kronjob(&self.0),
+            TtlScope::Owned => jobs::is_controlled_by_kronjob(&self.0.metadata),
             TtlScope::All => true,
             TtlScope::Off => false,
         }

@@ -3,12 +3,12 @@
 //! status write was lost), and a Job that kronjob did not create gets an `UnexpectedJob`
 //! warning (upstream A2).
 
-use k8s_openapi::api::batch::v1::Job;
+use crate::workload::Workload;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
 use super::{Action, event, events};
-use crate::workload::{self as jobs, job_ref};
+use crate::workload::{self as jobs};
 
 /// The running Jobs and the Events about the list's changes.
 #[derive(Debug, Clone, PartialEq)]
@@ -20,7 +20,7 @@ pub struct Running {
 }
 
 /// Reconcile `listed` (the current `status.active`) with the `owned` Jobs.
-pub fn reconcile(listed: &[ObjectReference], owned: &[&Job]) -> Running {
+pub fn reconcile(listed: &[ObjectReference], owned: &[&Workload]) -> Running {
     let by_uid = |uid: &Option<String>| {
         owned
             .iter()
@@ -37,13 +37,13 @@ pub fn reconcile(listed: &[ObjectReference], owned: &[&Job]) -> Running {
                 events::MISSING_JOB,
                 format!("Active job went missing: {name}"),
             )),
-            Some(job) => match jobs::outcome(job) {
+            Some(job) => match job.outcome() {
                 Some(how) => out.push(event(
                     EventType::Normal,
                     events::SAW_COMPLETED_JOB,
                     format!("Saw completed job: {name}, condition: {how:?}"),
                 )),
-                None => active.push(job_ref(job)),
+                None => active.push(job.reference()),
             },
         }
     }
@@ -51,10 +51,10 @@ pub fn reconcile(listed: &[ObjectReference], owned: &[&Job]) -> Running {
         let listed = active
             .iter()
             .any(|r: &ObjectReference| r.uid.is_some() && r.uid == job.metadata.uid);
-        if listed || jobs::outcome(job).is_some() {
+        if listed || job.outcome().is_some() {
             continue;
         }
-        if !jobs::created_by_kronjob(job) {
+        if !jobs::created_by_kronjob(&job.metadata) {
             out.push(event(
                 EventType::Warning,
                 events::UNEXPECTED_JOB,
@@ -64,7 +64,7 @@ pub fn reconcile(listed: &[ObjectReference], owned: &[&Job]) -> Running {
                 ),
             ));
         }
-        active.push(job_ref(job));
+        active.push(job.reference());
     }
     Running {
         active,
@@ -76,6 +76,7 @@ pub fn reconcile(listed: &[ObjectReference], owned: &[&Job]) -> Running {
 mod tests {
     use super::*;
     use crate::testing::fixtures::{JobFixture, job};
+    use crate::workload::Workload;
 
     fn reasons(r: &Running) -> Vec<&'static str> {
         r.events
@@ -94,20 +95,26 @@ mod tests {
     /// (name, listed, owned, active afterwards, event reasons).
     type Case<'a> = (
         &'a str,
-        Vec<&'a Job>,
-        Vec<&'a Job>,
+        Vec<&'a Workload>,
+        Vec<&'a Workload>,
         Vec<&'a str>,
         Vec<&'a str>,
     );
 
     #[test]
     fn active_list_table() {
-        let running = job("run").scheduled();
-        let done = job("done").scheduled().complete_at("2024-01-01T00:00:00Z");
-        let failed = job("failed").scheduled().failed_at("2024-01-01T00:00:00Z");
-        let manual = job("manual").manual();
-        let stranger = job("stranger");
-        let gone = job("gone").scheduled();
+        let running: Workload = job("run").scheduled().into();
+        let done: Workload = job("done")
+            .scheduled()
+            .complete_at("2024-01-01T00:00:00Z")
+            .into();
+        let failed: Workload = job("failed")
+            .scheduled()
+            .failed_at("2024-01-01T00:00:00Z")
+            .into();
+        let manual: Workload = job("manual").manual().into();
+        let stranger: Workload = job("stranger").into();
+        let gone: Workload = job("gone").scheduled().into();
         let cases: Vec<Case> = vec![
             // (name, listed, owned, want active, want events)
             ("nothing", vec![], vec![], vec![], vec![]),
@@ -162,7 +169,8 @@ mod tests {
             ),
         ];
         for (name, listed, owned, want_active, want_events) in cases {
-            let listed: Vec<ObjectReference> = listed.into_iter().map(job_ref).collect();
+            let listed: Vec<ObjectReference> =
+                listed.into_iter().map(Workload::reference).collect();
             let got = reconcile(&listed, &owned);
             assert_eq!(names(&got), want_active, "{name}: active");
             assert_eq!(reasons(&got), want_events, "{name}: events");

@@ -12,6 +12,7 @@
 //! for the failure policy; while their backfill runs the history limits neither count nor
 //! delete them. A suspended CronJob still backfills: the request is explicit.
 
+use crate::workload::Workload;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::events::EventType;
@@ -111,7 +112,7 @@ pub fn record_passed_over(
 /// see [`gaps`]); it sets `status.backfill` (and `status.missed` once done).
 pub fn step(
     cj: &CronJob,
-    owned: &[&Job],
+    owned: &[&Workload],
     gaps: &[Gap],
     calendars: &Calendars,
     now: Timestamp,
@@ -186,7 +187,12 @@ fn invalid(request: String, why: String) -> Backfill {
 
 /// Whether one of the `owned` Jobs named for `slot` (a scheduled slot's name: a backfill's Job
 /// has it too) is `such`.
-fn has_job(cj: &CronJob, owned: &[&Job], slot: Timestamp, such: impl Fn(&Job) -> bool) -> bool {
+fn has_job(
+    cj: &CronJob,
+    owned: &[&Workload],
+    slot: Timestamp,
+    such: impl Fn(&Workload) -> bool,
+) -> bool {
     let name = jobs::scheduled_name(cj.metadata.name.as_deref().unwrap_or_default(), slot);
     owned
         .iter()
@@ -199,7 +205,7 @@ fn has_job(cj: &CronJob, owned: &[&Job], slot: Timestamp, such: impl Fn(&Job) ->
 /// run already, and how many calendars or the window ruled out.
 fn done_note(
     cj: &CronJob,
-    owned: &[&Job],
+    owned: &[&Workload],
     parsed: &Request,
     to: Timestamp,
     slots: &[(Timestamp, SlotState)],
@@ -207,7 +213,7 @@ fn done_note(
 ) -> String {
     let present = slots
         .iter()
-        .filter(|(slot, _)| has_job(cj, owned, *slot, jobs::backfilled))
+        .filter(|(slot, _)| has_job(cj, owned, *slot, |w| jobs::backfilled(&w.metadata)))
         .count();
     let created = usize::try_from(counted.max(0)).unwrap_or(0).max(present);
     let ruled_out = slots
@@ -238,7 +244,7 @@ fn done_note(
 /// name the slots in (the request is left as it is).
 fn creates(
     cj: &CronJob,
-    owned: &[&Job],
+    owned: &[&Workload],
     parallel: u32,
     pending: Vec<Timestamp>,
     cfg: &PlanConfig,
@@ -246,8 +252,8 @@ fn creates(
     let running = owned
         .iter()
         .filter(|j| {
-            jobs::backfilled(j)
-                && jobs::outcome(j).is_none()
+            jobs::backfilled(&j.metadata)
+                && j.outcome().is_none()
                 && j.metadata.deletion_timestamp.is_none()
         })
         .count();

@@ -19,8 +19,8 @@
 //! last failed Job. Resuming it (`spec.suspend` back to false while the condition says it was
 //! suspended, by anyone) resets the count.
 
+use crate::workload::Workload;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 
 use super::scheduling::{self, Readiness};
 use crate::api::{CronJob, CronJobStatus};
@@ -91,7 +91,7 @@ pub fn resumed(cj: &CronJob, old: &CronJobStatus) -> bool {
 
 /// The count after this reconcile: `old`'s (0 once resumed), then each scheduled Job of `owned`
 /// that leaves `old.active` finished, in the order they finished (by name on a tie).
-pub fn tally(cj: &CronJob, old: &CronJobStatus, owned: &[&Job]) -> Tally {
+pub fn tally(cj: &CronJob, old: &CronJobStatus, owned: &[&Workload]) -> Tally {
     let start = if resumed(cj, old) {
         0
     } else {
@@ -120,9 +120,9 @@ pub fn tally(cj: &CronJob, old: &CronJobStatus, owned: &[&Job]) -> Tally {
 }
 
 /// How a scheduled run ended; `None` for a running Job, a manual run or a stranger.
-fn scheduled_finish(job: &Job) -> Option<workload::Finish> {
-    matches!(workload::ran_for(job), Ran::Scheduled(_))
-        .then(|| workload::finish(job))
+fn scheduled_finish(job: &Workload) -> Option<workload::Finish> {
+    matches!(workload::ran_for(&job.metadata), Ran::Scheduled(_))
+        .then(|| job.finish)
         .flatten()
 }
 
@@ -130,7 +130,7 @@ fn scheduled_finish(job: &Job) -> Option<workload::Finish> {
 /// write that was lost, or by a process that died before writing it): if it already finished,
 /// it never joins `status.active`, so it is counted here, once (the same write records the
 /// slot).
-pub fn record_unlisted(tally: &mut Tally, old: &CronJobStatus, job: &Job) {
+pub fn record_unlisted(tally: &mut Tally, old: &CronJobStatus, job: &Workload) {
     let listed = old
         .active
         .iter()
@@ -162,7 +162,7 @@ pub fn suspension(cj: &CronJob, tally: &Tally) -> Option<Suspension> {
 /// `SuspendedAfterFailures` while the count is at the policy's limit, else `Suspended`. The
 /// message names the last failed Job: the one counted now, else the one the condition named
 /// when nothing changed since, else the newest failed scheduled Job still there.
-pub fn suspended(cj: &CronJob, tally: &Tally, owned: &[&Job]) -> Readiness {
+pub fn suspended(cj: &CronJob, tally: &Tally, owned: &[&Workload]) -> Readiness {
     let Some(limit) = cj.spec.suspend_after_failures() else {
         return scheduling::suspended();
     };
@@ -185,7 +185,7 @@ pub fn suspended(cj: &CronJob, tally: &Tally, owned: &[&Job]) -> Readiness {
 }
 
 /// The newest scheduled Job among `owned` that failed.
-fn newest_failure<'a>(owned: &[&'a Job]) -> Option<&'a str> {
+fn newest_failure<'a>(owned: &[&'a Workload]) -> Option<&'a str> {
     owned
         .iter()
         .filter_map(|j| {

@@ -3,8 +3,8 @@
 //! limits, to delete (upstream H1-H3: by `status.startTime`, Jobs without one count as newest,
 //! ties by name).
 
+use crate::workload::Workload;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{Action, DeleteReason};
@@ -14,23 +14,20 @@ use crate::workload::{self as jobs, Outcome};
 /// Raise `lastSuccessfulTime` and `lastFailureTime` to the latest finish among `owned`. A
 /// success is dated by the Job's `completionTime`, as upstream does (the Job controller may add
 /// the `Complete` condition a moment after it); a failure by its `Failed` condition.
-pub fn record_last_finished(owned: &[&Job], status: &mut CronJobStatus) {
+pub fn record_last_finished(owned: &[&Workload], status: &mut CronJobStatus) {
     for job in owned {
         let Some(jobs::Finish {
             outcome,
             at: Some(at),
-        }) = jobs::finish(job)
+        }) = job.finish
         else {
             continue;
         };
         let (slot, at) = match outcome {
-            Outcome::Complete => {
-                let completed = job.status.as_ref().and_then(|s| s.completion_time.as_ref());
-                (
-                    &mut status.last_successful_time,
-                    completed.map_or(at, |t| t.0),
-                )
-            }
+            Outcome::Complete => (
+                &mut status.last_successful_time,
+                job.completed.unwrap_or(at),
+            ),
             Outcome::Failed => (&mut status.last_failure_time, at),
         };
         if slot.as_ref().is_none_or(|t| t.0 < at) {
@@ -47,12 +44,12 @@ pub fn record_last_finished(owned: &[&Job], status: &mut CronJobStatus) {
 pub fn last_scheduled<'a>(
     old: Option<Timestamp>,
     ran: Option<Timestamp>,
-    owned: &[&'a Job],
+    owned: &[&'a Workload],
     now: Timestamp,
-) -> (Option<Timestamp>, Vec<&'a Job>) {
-    let mut added: Vec<(Timestamp, &Job)> = owned
+) -> (Option<Timestamp>, Vec<&'a Workload>) {
+    let mut added: Vec<(Timestamp, &Workload)> = owned
         .iter()
-        .filter_map(|j| Some((jobs::slot_of(j)?, *j)))
+        .filter_map(|j| Some((jobs::slot_of(&j.metadata)?, *j)))
         .filter(|(slot, _)| *slot <= now && old.is_none_or(|old| *slot > old))
         .collect();
     added.sort_by_key(|(slot, _)| *slot);
@@ -65,12 +62,8 @@ pub fn last_scheduled<'a>(
 }
 
 /// Order for trimming: oldest first by `status.startTime`, Jobs without one last, ties by name.
-fn age_key(job: &Job) -> (bool, Option<Timestamp>, String) {
-    let start = job
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .map(|t| t.0);
+fn age_key(job: &Workload) -> (bool, Option<Timestamp>, String) {
+    let start = job.started;
     (
         start.is_none(),
         start,
@@ -84,7 +77,7 @@ fn age_key(job: &Job) -> (bool, Option<Timestamp>, String) {
 /// after its delete, before the status that records the slot is written, the slot would run
 /// again) counts but waits.
 pub fn trim(
-    owned: &[&Job],
+    owned: &[&Workload],
     successful_limit: i32,
     failed_limit: i32,
     stored: Option<Timestamp>,
@@ -95,12 +88,10 @@ pub fn trim(
         (Outcome::Complete, successful_limit),
         (Outcome::Failed, failed_limit),
     ] {
-        let mut done: Vec<&Job> = owned
+        let mut done: Vec<&Workload> = owned
             .iter()
             .copied()
-            .filter(|j| {
-                jobs::outcome(j) == Some(outcome) && j.metadata.deletion_timestamp.is_none()
-            })
+            .filter(|j| j.outcome() == Some(outcome) && j.metadata.deletion_timestamp.is_none())
             .collect();
         let keep = usize::try_from(limit.max(0)).unwrap_or(0);
         if done.len() <= keep {
@@ -109,7 +100,7 @@ pub fn trim(
         done.sort_by_key(|j| age_key(j));
         let excess = done.len() - keep;
         for job in done.into_iter().take(excess) {
-            if !jobs::slot_recorded(job, stored) {
+            if !jobs::slot_recorded(&job.metadata, stored) {
                 held += 1;
                 continue;
             }
@@ -137,6 +128,7 @@ pub struct Trim {
 mod tests {
     use super::*;
     use crate::testing::fixtures::{JobFixture, job, t};
+    use crate::workload::Workload;
 
     fn deleted(trim: &Trim) -> Vec<String> {
         trim.deletes
@@ -149,7 +141,7 @@ mod tests {
     }
 
     /// (name, owned, successful limit, failed limit, deleted).
-    type Case<'a> = (&'a str, Vec<&'a Job>, i32, i32, Vec<&'a str>);
+    type Case<'a> = (&'a str, Vec<&'a Workload>, i32, i32, Vec<&'a str>);
 
     #[test]
     fn trim_table() {
@@ -160,18 +152,20 @@ mod tests {
                 None => j,
             }
         };
-        let a = ok("a", Some("2024-01-01T01:00:00Z"));
-        let b = ok("b", Some("2024-01-01T02:00:00Z"));
-        let b2 = ok("b2", Some("2024-01-01T02:00:00Z"));
-        let none = ok("none", None);
-        let f1 = job("f1")
+        let a = Workload::from(ok("a", Some("2024-01-01T01:00:00Z")));
+        let b = Workload::from(ok("b", Some("2024-01-01T02:00:00Z")));
+        let b2 = Workload::from(ok("b2", Some("2024-01-01T02:00:00Z")));
+        let none = Workload::from(ok("none", None));
+        let f1: Workload = job("f1")
             .started_at("2024-01-01T01:00:00Z")
-            .failed_at("2024-01-01T12:00:00Z");
-        let f2 = job("f2")
+            .failed_at("2024-01-01T12:00:00Z")
+            .into();
+        let f2: Workload = job("f2")
             .started_at("2024-01-01T03:00:00Z")
-            .failed_at("2024-01-01T12:00:00Z");
-        let going = ok("going", Some("2024-01-01T00:00:00Z")).deleting();
-        let running = job("running").started_at("2024-01-01T00:00:00Z");
+            .failed_at("2024-01-01T12:00:00Z")
+            .into();
+        let going = Workload::from(ok("going", Some("2024-01-01T00:00:00Z")).deleting());
+        let running: Workload = job("running").started_at("2024-01-01T00:00:00Z").into();
         let cases: Vec<Case> = vec![
             ("within limits", vec![&a, &b, &f1], 3, 1, vec![]),
             ("oldest success first", vec![&b, &a], 1, 1, vec!["a"]),
@@ -212,18 +206,20 @@ mod tests {
 
     #[test]
     fn a_job_that_is_the_only_record_of_its_slot_counts_but_waits() {
-        let slot = |name: &str, at: &str| {
+        let slot = |name: &str, at: &str| -> Workload {
             job(name)
                 .scheduled_for(at)
                 .started_at(at)
                 .complete_at("2024-01-01T12:00:00Z")
+                .into()
         };
         let ten = slot("ten", "2024-01-01T10:00:00Z");
         let eleven = slot("eleven", "2024-01-01T11:00:00Z");
-        let manual = job("manual")
+        let manual: Workload = job("manual")
             .manual()
             .started_at("2024-01-01T11:30:00Z")
-            .complete_at("2024-01-01T12:00:00Z");
+            .complete_at("2024-01-01T12:00:00Z")
+            .into();
         // (name, stored lastScheduleTime, successful limit, deleted)
         let cases = [
             (
@@ -263,7 +259,7 @@ mod tests {
         &'a str,
         Option<Timestamp>,
         Option<Timestamp>,
-        Vec<&'a Job>,
+        Vec<&'a Workload>,
         Option<Timestamp>,
         Vec<&'a str>,
     );
@@ -271,12 +267,12 @@ mod tests {
     #[test]
     fn the_last_slot_comes_from_every_record_and_never_moves_back() {
         let now = t("2024-01-01T12:00:00Z");
-        let ten = job("ten").scheduled_for("2024-01-01T10:00:00Z");
-        let eleven = job("eleven").scheduled_for("2024-01-01T11:00:00Z");
-        let future = job("future").scheduled_for("2024-01-02T00:00:00Z");
-        let manual = job("manual").manual();
+        let ten: Workload = job("ten").scheduled_for("2024-01-01T10:00:00Z").into();
+        let eleven: Workload = job("eleven").scheduled_for("2024-01-01T11:00:00Z").into();
+        let future: Workload = job("future").scheduled_for("2024-01-02T00:00:00Z").into();
+        let manual: Workload = job("manual").manual().into();
         let at = |s: &str| Some(t(s));
-        let names = |jobs: Vec<&Job>| -> Vec<String> {
+        let names = |jobs: Vec<&Workload>| -> Vec<String> {
             jobs.iter()
                 .filter_map(|j| j.metadata.name.clone())
                 .collect()
@@ -341,10 +337,13 @@ mod tests {
 
     #[test]
     fn last_finished_rises_and_never_lowers() {
-        let early = job("early").complete_at("2024-01-01T01:00:00Z");
-        let late = job("late").complete_at("2024-01-01T03:00:00Z");
-        let failed = job("failed").failed_at("2024-01-01T02:00:00Z");
-        let manual = job("manual").manual().complete_at("2024-01-01T04:00:00Z");
+        let early: Workload = job("early").complete_at("2024-01-01T01:00:00Z").into();
+        let late: Workload = job("late").complete_at("2024-01-01T03:00:00Z").into();
+        let failed: Workload = job("failed").failed_at("2024-01-01T02:00:00Z").into();
+        let manual: Workload = job("manual")
+            .manual()
+            .complete_at("2024-01-01T04:00:00Z")
+            .into();
         let mut status = CronJobStatus::default();
         record_last_finished(&[&early, &late, &failed], &mut status);
         assert_eq!(
@@ -370,10 +369,8 @@ mod tests {
 
     #[test]
     fn a_success_is_dated_by_its_completion_time() {
-        let mut done = job("done").complete_at("2024-01-01T01:00:01Z");
-        if let Some(s) = done.status.as_mut() {
-            s.completion_time = Some(Time(t("2024-01-01T01:00:00Z")));
-        }
+        let mut done: Workload = job("done").complete_at("2024-01-01T01:00:01Z").into();
+        done.completed = Some(t("2024-01-01T01:00:00Z"));
         let mut status = CronJobStatus::default();
         record_last_finished(&[&done], &mut status);
         assert_eq!(

@@ -5,6 +5,7 @@
 //! (only if unchanged). A time still to come is looked at again when it comes. The Job's name
 //! derives from the time, so a request is never run twice, however often it is seen.
 
+use crate::workload::Workload;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::events::EventType;
@@ -41,7 +42,7 @@ impl Manual {
 /// removed. `owned` are the Jobs `cj` controls. A CronJob being deleted runs nothing.
 pub fn requested(
     cj: &CronJob,
-    owned: &[&Job],
+    owned: &[&Workload],
     now: Timestamp,
     cfg: &PlanConfig,
 ) -> (Option<Manual>, Option<Action>) {
@@ -108,6 +109,7 @@ mod tests {
     use super::*;
     use crate::api::{ANNOTATION_INSTANTIATE, ANNOTATION_SCHEDULED_AT};
     use crate::testing::fixtures::{CJ, cronjob, job, t};
+    use crate::workload::Workload;
     use crate::workload::manual_name;
 
     const AT: &str = "2026-11-25T09:40:12Z";
@@ -240,12 +242,12 @@ mod tests {
             if case.deleting {
                 cj.metadata.deletion_timestamp = Some(Time(t(AT)));
             }
-            let existing: Vec<Job> = case
+            let existing: Vec<Workload> = case
                 .exist
                 .iter()
-                .map(|at| job(&manual_name(CJ, t(at))))
+                .map(|at| job(&manual_name(CJ, t(at))).into())
                 .collect();
-            let owned: Vec<&Job> = existing.iter().collect();
+            let owned: Vec<&Workload> = existing.iter().collect();
             let now = t(case.now);
             let (manual, warning) = requested(&cj, &owned, now, &cfg);
             // A restart plans from the same objects: the same plan.

@@ -26,6 +26,7 @@ pub mod template;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::workload::Workload;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
@@ -271,15 +272,16 @@ impl Plan {
 
 /// The Jobs `cj` controls (by UID) in its namespace, sorted by name. A controller reference
 /// from another namespace is no ownership (the garbage collector ignores it too).
-pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
+pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Workload>]) -> Vec<&'a Workload> {
     let Some(uid) = cj.metadata.uid.as_deref().filter(|u| !u.is_empty()) else {
         return Vec::new();
     };
-    let mut owned: Vec<&Job> = jobs
+    let mut owned: Vec<&Workload> = jobs
         .iter()
         .map(|j| j.as_ref())
         .filter(|j| {
-            workload::controlled_by(j, uid) && j.metadata.namespace == cj.metadata.namespace
+            workload::controlled_by(&j.metadata, uid)
+                && j.metadata.namespace == cj.metadata.namespace
         })
         .collect();
     owned.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
@@ -288,7 +290,7 @@ pub fn owned<'a>(cj: &CronJob, jobs: &'a [Arc<Job>]) -> Vec<&'a Job> {
 
 /// Decide what to do for `cj` given its Jobs at `now`, with the template check its status
 /// records ([`recorded_template_check`]).
-pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -> Plan {
+pub fn plan(cj: &CronJob, jobs: &[Arc<Workload>], now: Timestamp, cfg: &PlanConfig) -> Plan {
     plan_recorded(cj, jobs, Records::of(cj), now, cfg)
 }
 
@@ -296,7 +298,7 @@ pub fn plan(cj: &CronJob, jobs: &[Arc<Job>], now: Timestamp, cfg: &PlanConfig) -
 /// taken as inline only ([`scheduling::Calendars::inline`]).
 pub fn plan_recorded(
     cj: &CronJob,
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<Workload>],
     records: Records,
     now: Timestamp,
     cfg: &PlanConfig,
@@ -323,7 +325,7 @@ pub fn schedules(plan: &Plan) -> bool {
 /// run's warning).
 pub fn plan_calendars(
     cj: &CronJob,
-    jobs: &[Arc<Job>],
+    jobs: &[Arc<Workload>],
     records: Records,
     now: Timestamp,
     cfg: &PlanConfig,
@@ -406,7 +408,7 @@ pub fn plan_calendars(
 /// controller knows beyond it, the time, the settings, the template check and the calendars.
 struct Given<'a> {
     cj: &'a CronJob,
-    owned: Vec<&'a Job>,
+    owned: Vec<&'a Workload>,
     old: CronJobStatus,
     records: Records,
     now: Timestamp,
@@ -418,11 +420,11 @@ struct Given<'a> {
 /// Which of the `owned` Jobs are the schedule's: a backfill's Jobs run beside it, not in
 /// `status.active`, not a record of the latest slot, not counted by the failure policy (see
 /// [`backfill`]).
-fn scheduled_jobs<'a>(owned: &[&'a Job]) -> Vec<&'a Job> {
+fn scheduled_jobs<'a>(owned: &[&'a Workload]) -> Vec<&'a Workload> {
     owned
         .iter()
         .copied()
-        .filter(|j| !workload::backfilled(j))
+        .filter(|j| !workload::backfilled(&j.metadata))
         .collect()
 }
 
@@ -431,7 +433,7 @@ fn scheduled_jobs<'a>(owned: &[&'a Job]) -> Vec<&'a Job> {
 /// records their slot.
 struct History<'a> {
     last_scheduled: Option<Timestamp>,
-    added: Vec<&'a Job>,
+    added: Vec<&'a Workload>,
     held: bool,
 }
 
@@ -441,7 +443,7 @@ struct History<'a> {
 /// runs, its Jobs are kept (and not counted).
 fn record_history<'a>(
     given: &Given<'a>,
-    scheduled: &[&'a Job],
+    scheduled: &[&'a Workload],
     status: &mut CronJobStatus,
     actions: &mut Vec<Action>,
 ) -> History<'a> {
@@ -475,7 +477,7 @@ fn record_history<'a>(
 /// failure policy suspends the CronJob now.
 fn tally_failures(
     given: &Given<'_>,
-    added: &[&Job],
+    added: &[&Workload],
 ) -> (failures::Tally, Option<failures::Suspension>) {
     let mut tally = failures::tally(given.cj, &given.old, &given.owned);
     for job in added {

@@ -7,9 +7,9 @@
 //! other than Enqueue clears the queue (`QueueCleared`). Suspension keeps the queue: it resumes
 //! with the CronJob.
 
+use crate::workload::Workload;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::events::EventType;
 
 use super::{Action, event, events};
@@ -50,7 +50,7 @@ impl Dropped {
 /// The queued slots of `cj` still waiting: those of its status, without the ones that have
 /// started (a scheduled Job of that slot exists, or this process started it: `dequeued`, the
 /// latest queued slot it started, whatever became of the status write that dequeued it).
-pub fn waiting(cj: &CronJob, owned: &[&Job], dequeued: Option<Timestamp>) -> Vec<Timestamp> {
+pub fn waiting(cj: &CronJob, owned: &[&Workload], dequeued: Option<Timestamp>) -> Vec<Timestamp> {
     let Some(status) = cj.status.as_ref() else {
         return Vec::new();
     };
@@ -59,7 +59,11 @@ pub fn waiting(cj: &CronJob, owned: &[&Job], dequeued: Option<Timestamp>) -> Vec
         .iter()
         .map(|t| t.0)
         .filter(|slot| dequeued.is_none_or(|d| *slot > d))
-        .filter(|slot| !owned.iter().any(|j| workload::slot_of(j) == Some(*slot)))
+        .filter(|slot| {
+            !owned
+                .iter()
+                .any(|j| workload::slot_of(&j.metadata) == Some(*slot))
+        })
         .collect();
     queued.sort();
     queued.dedup();
@@ -184,6 +188,7 @@ mod tests {
     use super::*;
     use crate::api::QueueSpec;
     use crate::testing::fixtures::{JobFixture, cronjob, job, t};
+    use crate::workload::Workload;
 
     const T0: &str = "2024-01-01T10:00:00Z";
     const T1: &str = "2024-01-01T10:01:00Z";
@@ -420,7 +425,7 @@ mod tests {
                 .collect(),
         );
         cj.status = Some(status);
-        let started = job("cj-x").scheduled_for(T2);
+        let started: Workload = job("cj-x").scheduled_for(T2).into();
         let owned = vec![&started];
         // T0 started by this process (its status write pending); T2's Job exists.
         assert_eq!(waiting(&cj, &owned, Some(t(T0))), vec![t(T1), t(T3)]);

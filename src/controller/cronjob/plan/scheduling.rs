@@ -4,6 +4,7 @@
 
 use std::time::Duration;
 
+use crate::workload::Workload;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use k8s_openapi::api::batch::v1::Job;
@@ -263,7 +264,7 @@ pub struct Seen<'a> {
     /// the Jobs): it anchors the missed-run search.
     pub last_scheduled: Option<Timestamp>,
     /// The Jobs it controls.
-    pub owned: &'a [&'a Job],
+    pub owned: &'a [&'a Workload],
     /// Its running Jobs (the reconciled `status.active`).
     pub active: &'a [ObjectReference],
     /// Whether queued slots wait (Enqueue): a due slot queues behind them.

@@ -7,8 +7,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 use super::*;
 use crate::api::{ANNOTATION_SCHEDULED_AT, CronJobStatus, LABEL_CRONJOB};
 use crate::controller::MAX_REQUEUE;
-use crate::testing::fixtures::{self, JobFixture};
-use crate::workload::job_ref;
+use crate::testing::fixtures::{self, JobFixture, workload};
 
 const ON_THE_HOUR: &str = "0 * * * ?";
 
@@ -106,7 +105,7 @@ fn history_trims_oldest_first_nil_start_last_ties_by_name() {
     });
     let s = |h: i64| Some(t("2016-05-19T00:00:00Z") + secs(h * 3600));
     let end = t("2016-05-19T09:30:00Z");
-    let jobs: Vec<Arc<Job>> = vec![
+    let jobs: Vec<Arc<Workload>> = vec![
         finish(owned_job("c", "u-c"), "Complete", s(3), end),
         finish(owned_job("b", "u-b"), "Complete", s(1), end),
         finish(owned_job("a", "u-a"), "Complete", s(1), end),
@@ -115,7 +114,7 @@ fn history_trims_oldest_first_nil_start_last_ties_by_name() {
         owned_job("running", "u-r"),
     ]
     .into_iter()
-    .map(Arc::new)
+    .map(workload)
     .collect();
     let p = plan(&cj, &jobs, just_before_the_hour(), &PlanConfig::default());
     let deleted: Vec<_> = p.deletes().collect();
@@ -139,7 +138,7 @@ fn status_tracks_last_success_failure_and_never_lowers() {
         last_failure_time: Some(Time(t("2016-05-19T09:50:00Z"))),
         ..Default::default()
     });
-    let jobs: Vec<Arc<Job>> = vec![
+    let jobs: Vec<Arc<Workload>> = vec![
         finish(
             owned_job("ok1", "1"),
             "Complete",
@@ -160,7 +159,7 @@ fn status_tracks_last_success_failure_and_never_lowers() {
         ),
     ]
     .into_iter()
-    .map(Arc::new)
+    .map(workload)
     .collect();
     let p = plan(
         &cj,
@@ -213,7 +212,7 @@ fn job_for_due_slot_already_in_cache_is_adopted_not_recreated() {
     job.metadata.uid = Some("u1".into());
     let p = plan(
         &cj,
-        &[Arc::new(job)],
+        &[workload(job)],
         just_after_the_hour(),
         &PlanConfig::default(),
     );
@@ -235,7 +234,7 @@ fn manual_runs_join_active_and_strangers_warn() {
     let stranger = owned_job("other", "s");
     let p = plan(
         &cj,
-        &[Arc::new(manual), Arc::new(stranger)],
+        &[workload(manual), workload(stranger)],
         just_before_the_hour(),
         &PlanConfig::default(),
     );
@@ -256,13 +255,16 @@ fn missing_and_completed_active_jobs_leave_active() {
     let gone = owned_job("gone", "g");
     cj.status = Some(CronJobStatus {
         last_schedule_time: Some(Time(just_before_the_hour())),
-        active: vec![job_ref(&done), job_ref(&gone)],
+        active: vec![
+            workload(done.clone()).reference(),
+            workload(gone.clone()).reference(),
+        ],
         active_count: 2,
         ..Default::default()
     });
     let p = plan(
         &cj,
-        &[Arc::new(done)],
+        &[workload(done)],
         just_before_the_hour(),
         &PlanConfig::default(),
     );
@@ -282,7 +284,7 @@ fn jobs_of_other_owners_are_ignored() {
     }
     let p = plan(
         &cj,
-        &[Arc::new(other)],
+        &[workload(other)],
         just_before_the_hour(),
         &PlanConfig::default(),
     );
@@ -296,7 +298,7 @@ fn jobs_in_another_namespace_are_not_ours() {
     let elsewhere = owned_job("elsewhere", "e").in_namespace("other");
     let p = plan(
         &cj,
-        &[Arc::new(elsewhere)],
+        &[workload(elsewhere)],
         just_before_the_hour(),
         &PlanConfig::default(),
     );
@@ -345,7 +347,7 @@ fn suspend_stops_creation_but_not_history_and_resume_runs_latest_slot() {
     );
     let p = plan(
         &cj,
-        &[Arc::new(old)],
+        &[workload(old)],
         just_after_the_hour(),
         &PlanConfig::default(),
     );
@@ -529,7 +531,7 @@ fn the_job_of_a_merged_slot_is_created_once_whatever_matches_it() {
     job.metadata.uid = Some("u6".into());
     let p = plan(
         &cj,
-        &[Arc::new(job)],
+        &[workload(job)],
         t("2016-05-19T10:06:30Z"),
         &PlanConfig::default(),
     );
@@ -752,7 +754,7 @@ fn failure_rows() -> Vec<FailureRow> {
 }
 
 /// The fixture CronJob on the hour, its 10:00 slot due, with the row's policy and history.
-fn failure_case(r: &FailureRow) -> (CronJob, Vec<Arc<Job>>) {
+fn failure_case(r: &FailureRow) -> (CronJob, Vec<Arc<Workload>>) {
     use fixtures::CronJobFixture;
     let mut cj = cronjob(ON_THE_HOUR).last_scheduled("2016-05-19T09:00:00Z");
     if let Some(limit) = r.limit {
@@ -774,9 +776,9 @@ fn failure_case(r: &FailureRow) -> (CronJob, Vec<Arc<Job>>) {
             Some((_, at)) => job.complete_at(at),
             None => job,
         };
-        listed.push(job_ref(&job));
+        listed.push(workload(job.clone()).reference());
         if *kind != "missing" {
-            jobs.push(Arc::new(job));
+            jobs.push(workload(job));
         }
     }
     let status = cj.status.get_or_insert_default();
@@ -866,7 +868,7 @@ fn a_failed_job_of_a_slot_created_before_a_lost_status_write_counts_once() {
     let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
     job.metadata.uid = Some("u10".into());
     let job = job.failed_at("2016-05-19T10:00:40Z");
-    let jobs = vec![Arc::new(job)];
+    let jobs = vec![workload(job)];
     let p = plan(&cj, &jobs, just_after_the_hour(), &PlanConfig::default());
     assert_eq!(p.creates().count(), 0);
     assert_eq!(p.status.last_schedule_time, Some(Time(slot)));
@@ -919,7 +921,7 @@ mod enqueue {
         let base = cronjob(EVERY_MINUTE);
         let running = slot_job(&base, "2016-05-19T10:00:00Z");
         let cj = enqueue_cj("2016-05-19T10:00:00Z", &[], &[&running]);
-        let jobs = [Arc::new(running)];
+        let jobs = [workload(running)];
         let p = plan(
             &cj,
             &jobs,
@@ -961,7 +963,7 @@ mod enqueue {
         );
         let p = plan(
             &cj,
-            &[Arc::new(done)],
+            &[workload(done)],
             t("2016-05-19T10:02:31Z"),
             &PlanConfig::default(),
         );
@@ -995,7 +997,7 @@ mod enqueue {
             &[],
         );
         let now = t("2016-05-19T10:02:45Z");
-        let p = plan(&cj, &[Arc::new(started)], now, &PlanConfig::default());
+        let p = plan(&cj, &[workload(started)], now, &PlanConfig::default());
         assert_eq!(p.scheduled(), Some(t("2016-05-19T10:02:00Z")));
         // Its Job gone too, this process remembers it started it.
         let records = Records {
@@ -1017,7 +1019,7 @@ mod enqueue {
         );
         let mut cj = enqueue_cj("2016-05-19T10:02:00Z", &["2016-05-19T10:01:00Z"], &[]);
         cj.spec.successful_jobs_history_limit = Some(0);
-        let jobs = [Arc::new(done)];
+        let jobs = [workload(done)];
         let now = t("2016-05-19T10:02:55Z");
         let p = plan(&cj, &jobs, now, &PlanConfig::default());
         assert_eq!(
@@ -1079,7 +1081,7 @@ mod enqueue {
             }]),
             ..Default::default()
         });
-        let jobs = [Arc::new(waiting.clone())];
+        let jobs = [workload(waiting.clone())];
         let now = t("2016-05-19T10:01:05Z");
         for (policy, want_run, want_queued) in [
             (ConcurrencyPolicy::Forbid, false, 0),

@@ -18,9 +18,9 @@ use k8s_openapi::api::batch::v1::JobCondition;
 
 use super::*;
 use crate::api::{ANNOTATION_SCHEDULED_AT, ConcurrencyPolicy, LABEL_CRONJOB};
-use crate::testing::fixtures::{self, CronJobFixture, JobFixture, job};
+use crate::testing::fixtures::{self, CronJobFixture, JobFixture, job, workload};
 use crate::testing::upstream::undocumented;
-use crate::workload::{self, job_ref};
+use crate::workload::{self, Workload};
 
 const ON_THE_HOUR: &str = "0 * * * ?";
 const EVERY_HOUR: &str = "@every 1h";
@@ -810,7 +810,7 @@ fn miss_schedule(e: &mut Expect) {
 
 /// The CronJob, its Jobs and the upstream-visible status a row starts from, as upstream's
 /// test builds them.
-fn setup(r: &Row) -> (CronJob, Vec<Arc<Job>>) {
+fn setup(r: &Row) -> (CronJob, Vec<Arc<Workload>>) {
     let mut cj = fixtures::cronjob(r.schedule).policy(r.policy);
     cj.spec.suspend = Some(r.suspend);
     cj.spec.time_zone = r.tz.map(String::from);
@@ -833,15 +833,15 @@ fn setup(r: &Row) -> (CronJob, Vec<Arc<Job>>) {
         job.metadata.creation_timestamp = Some(Time(r.job_creation));
         if r.still_active {
             if r.listed {
-                status.active = vec![job_ref(&job)];
+                status.active = vec![workload(job.clone()).reference()];
             }
         } else {
             if r.listed_done {
-                status.active = vec![job_ref(&job)];
+                status.active = vec![workload(job.clone()).reference()];
             }
             job = completed(job, plus(r.job_creation, SECOND * 10));
         }
-        jobs.push(Arc::new(job));
+        jobs.push(workload(job));
     }
     (cj.status(status), jobs)
 }
@@ -963,7 +963,7 @@ fn time_drifted_back_behind_last_schedule_time() {
             .last_scheduled("2016-05-19T10:00:00Z");
         let first_after = t(first_after);
         let now = just_before_the_hour();
-        let p = plan(&cj, &[Arc::new(ran.clone())], now, &PlanConfig::default());
+        let p = plan(&cj, &[workload(ran.clone())], now, &PlanConfig::default());
         assert_eq!(p.creates().count(), 0, "{schedule}");
         assert_eq!(p.events().count(), 0, "{schedule}");
         assert_eq!(
@@ -1078,7 +1078,7 @@ fn controller_v2_get_jobs_to_be_reconciled() {
         ),
     ];
     for (name, cj, jobs, want) in cases {
-        let jobs: Vec<Arc<Job>> = jobs.into_iter().map(Arc::new).collect();
+        let jobs: Vec<Arc<Workload>> = jobs.into_iter().map(workload).collect();
         let got: Vec<_> = owned(cj, &jobs)
             .iter()
             .filter_map(|j| j.metadata.name.as_deref())

@@ -8,7 +8,8 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use super::super::{Plan, PlanConfig, Records, plan_recorded};
 use super::*;
 use crate::api::{ANNOTATION_BACKFILL, ConcurrencyPolicy, CronJobStatus, MissedSlots};
-use crate::testing::fixtures::{self, JobFixture, t};
+use crate::testing::fixtures::{self, JobFixture, t, workload};
+use crate::workload::Workload;
 use crate::workload::backfill::Request;
 
 /// `* * * * *`, created at 09:59:00, with a backfill of `from`..`to` asked for.
@@ -23,7 +24,7 @@ fn asked(from: &str, to: &str, parallel: u32) -> CronJob {
 }
 
 /// The Job a backfill created for `at`, `state` "running", "complete" or "failed".
-fn backfilled(at: &str, state: &str) -> Arc<Job> {
+fn backfilled(at: &str, state: &str) -> Arc<Workload> {
     let cj = fixtures::cronjob("* * * * *");
     let mut job =
         crate::workload::for_backfill(&cj, t(at), &jiff::tz::TimeZone::UTC, None).expect("job");
@@ -33,7 +34,7 @@ fn backfilled(at: &str, state: &str) -> Arc<Job> {
         "failed" => job.failed_at("2016-05-19T10:00:20Z"),
         _ => job,
     };
-    Arc::new(job)
+    workload(job)
 }
 
 fn slots(plan: &Plan) -> Vec<String> {
@@ -69,7 +70,7 @@ fn oldest_first_at_most_parallel_unfinished_then_done_and_the_repeat_creates_not
     );
 
     // Three running: nothing more.
-    let running: Vec<Arc<Job>> = (50..53)
+    let running: Vec<Arc<Workload>> = (50..53)
         .map(|m| backfilled(&minute(m), "running"))
         .collect();
     let ledger = Records {
@@ -190,7 +191,7 @@ fn only_slots_the_scheduler_passed_over_are_backfilled() {
         .annotations
         .get_or_insert_default()
         .insert(ANNOTATION_BACKFILL.into(), request.value());
-    let ran_10 = Arc::new(
+    let ran_10 = workload(
         fixtures::job(&crate::workload::scheduled_name(
             "cj",
             t("2016-05-19T10:00:00Z"),
