@@ -16,10 +16,13 @@
 
 pub mod backfill;
 pub mod build;
+pub mod cel;
 pub mod delete;
 pub mod dry_run;
+pub mod kinds;
 pub mod name;
 pub mod read;
+pub mod rule;
 
 use std::sync::{Arc, LazyLock};
 
