@@ -22,7 +22,7 @@ const JOBS_PER_CRONJOB: usize = 4;
 /// Jobs, the store's key and map slot (the template is shared).
 const CRONJOB_BOUND: f64 = 1_600.0;
 /// Heap bytes a Job may take in the owner index.
-const JOB_BOUND: f64 = 340.0;
+const JOB_BOUND: f64 = 310.0;
 
 fn managed_fields(manager: &str) -> Value {
     json!([{"manager": manager, "operation": "Update", "apiVersion": "v1",

@@ -128,14 +128,16 @@ fn no_date_column_shows_a_time_that_can_lie_in_the_future() {
 fn spec_fields_types_defaults_and_required() {
     let s = schema();
     let spec = node(&s, &["spec"]);
-    let required: BTreeSet<&str> = spec["required"]
-        .as_array()
-        .expect("required")
-        .iter()
+    let required: BTreeSet<&str> = spec
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
         .filter_map(Value::as_str)
         .collect();
-    // `schedule` or `schedules`: a rule says which (exactly one).
-    assert_eq!(required, BTreeSet::from(["jobTemplate"]));
+    // `schedule` or `schedules`, `jobTemplate` or `workloadTemplate`: rules say which (exactly
+    // one of each).
+    assert!(required.is_empty(), "{required:?}");
     assert_eq!(node(&s, &["spec", "schedule"])["type"], "string");
     let schedules = node(&s, &["spec", "schedules"]);
     assert_eq!(schedules["type"], "array");
@@ -672,6 +674,62 @@ fn cel_rules_and_rust_checks_agree() {
             o["spec"]["notBefore"] = json!("2026-01-01T00:00:00Z");
             o["spec"]["notAfter"] = json!("2026-01-01T00:00:00Z");
         }),
+        ("a workload instead", |o| {
+            let spec = o["spec"].as_object_mut().expect("spec");
+            spec.remove("jobTemplate");
+            spec.insert(
+                "workloadTemplate".into(),
+                json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {"replicatedJobs": []}}),
+            );
+        }),
+        ("a workload of a core kind, with a rule", |o| {
+            let spec = o["spec"].as_object_mut().expect("spec");
+            spec.remove("jobTemplate");
+            spec.insert(
+                "workloadTemplate".into(),
+                json!({"apiVersion": "v1", "kind": "Pod"}),
+            );
+            spec.insert(
+                "completion".into(),
+                json!({"succeeded": "self.status.phase == 'Succeeded'", "failed": "self.status.phase == 'Failed'"}),
+            );
+        }),
+        ("both templates", |o| {
+            o["spec"]["workloadTemplate"] = json!({"apiVersion": "ray.io/v1", "kind": "RayJob"});
+        }),
+        ("no template", |o| {
+            o["spec"]
+                .as_object_mut()
+                .expect("spec")
+                .remove("jobTemplate");
+        }),
+        ("a completion rule for a Job", |o| {
+            o["spec"]["completion"] = json!({"succeeded": "true", "failed": "false"});
+        }),
+        ("bad workload names", |o| {
+            let spec = o["spec"].as_object_mut().expect("spec");
+            spec.remove("jobTemplate");
+            spec.insert(
+                "workloadTemplate".into(),
+                json!({"apiVersion": "Ray.IO/v1", "kind": "Ray-Job"}),
+            );
+        }),
+        ("a Job as a workload", |o| {
+            let spec = o["spec"].as_object_mut().expect("spec");
+            spec.remove("jobTemplate");
+            spec.insert(
+                "workloadTemplate".into(),
+                json!({"apiVersion": "batch/v1", "kind": "Job"}),
+            );
+        }),
+        ("a CronJob as a workload", |o| {
+            let spec = o["spec"].as_object_mut().expect("spec");
+            spec.remove("jobTemplate");
+            spec.insert(
+                "workloadTemplate".into(),
+                json!({"apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob"}),
+            );
+        }),
         ("everything", |o| {
             o["metadata"]["name"] = json!("b".repeat(60));
             o["spec"]["schedule"] = json!("TZ=x");
@@ -705,6 +763,21 @@ fn every_cel_rule_is_exercised_by_some_failure() {
         (&[], json!({"metadata": {"name": "x".repeat(53)}})),
         (&["spec"], json!({})),
         (&["spec"], json!({"queue": {}})),
+        (
+            &["spec"],
+            json!({"jobTemplate": {}, "workloadTemplate": {}}),
+        ),
+        (&["spec"], json!({"jobTemplate": {}, "completion": {}})),
+        (
+            &["spec", "workloadTemplate"],
+            json!({"apiVersion": "batch/v1", "kind": "Job"}),
+        ),
+        (
+            &["spec", "workloadTemplate"],
+            json!({"apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob"}),
+        ),
+        (&["spec", "workloadTemplate", "apiVersion"], json!("v1x")),
+        (&["spec", "workloadTemplate", "kind"], json!("Ray-Job")),
         (&["spec"], json!({"schedule": "x", "schedules": ["x"]})),
         (&["spec", "schedules"], json!([])),
         (

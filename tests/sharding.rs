@@ -85,6 +85,7 @@ fn replica(sim: &ApiSim, clock: Arc<TokioClock>, name: &str) -> Replica {
         concurrency: 16,
         default_job_ttl: None,
         cronjob_metrics_limit: cronjob::series::DEFAULT_LIMIT,
+        workload_kinds: Default::default(),
     };
     let stop = CancellationToken::new();
     let reconciler = ReconcilerMetrics::new(&mut Default::default());

@@ -335,6 +335,7 @@ static RULES: std::sync::LazyLock<Vec<Rule>> = std::sync::LazyLock::new(|| {
     rules.extend(schedule_rules(EACH_SCHEDULE));
     rules.extend(zone_rules());
     rules.extend(count_and_template_rules());
+    rules.extend(workload_rules());
     rules.extend(exclusion_rules(&INLINE));
     rules.extend(reference_and_window_rules());
     rules
@@ -526,6 +527,156 @@ fn reference_and_window_rules() -> Vec<Rule> {
             scope: Scope::Always,
         },
     ]
+}
+
+const WORKLOAD: &[&str] = &["spec", "workloadTemplate"];
+
+/// Exactly one of the Job and workload templates; a workload's `apiVersion` and `kind` that
+/// name a kind (not a batch/v1 Job, which goes in `jobTemplate`, nor one of kronjob's own);
+/// `completion` with a workload only, its expressions bounded (the webhook parses them).
+fn workload_rules() -> Vec<Rule> {
+    vec![
+        Rule {
+            at: SPEC,
+            field: &["jobTemplate"],
+            check: Check::Cel {
+                rule: "has(self.jobTemplate) || has(self.workloadTemplate)",
+                holds: |v| !v.is_object() || has(v, "jobTemplate") || has(v, "workloadTemplate"),
+            },
+            kind: ErrorKind::Required,
+            message: "one of jobTemplate and workloadTemplate is required",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SPEC,
+            field: &["workloadTemplate"],
+            check: Check::Cel {
+                rule: "!has(self.jobTemplate) || !has(self.workloadTemplate)",
+                holds: |v| !(has(v, "jobTemplate") && has(v, "workloadTemplate")),
+            },
+            kind: ErrorKind::Forbidden,
+            message: "may not be set together with jobTemplate",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: SPEC,
+            field: &["completion"],
+            check: Check::Cel {
+                rule: "!has(self.completion) || has(self.workloadTemplate)",
+                holds: |v| !has(v, "completion") || has(v, "workloadTemplate"),
+            },
+            kind: ErrorKind::Forbidden,
+            message: "may only be set with workloadTemplate",
+            scope: Scope::Always,
+        },
+        max_length(
+            &["spec", "workloadTemplate", "apiVersion"],
+            MAX_API_VERSION_LENGTH,
+            "must have at most 317 characters",
+        ),
+        Rule {
+            at: &["spec", "workloadTemplate", "apiVersion"],
+            field: &[],
+            check: Check::Cel {
+                rule: "self.matches('^([a-z0-9]([-a-z0-9]*[a-z0-9])?([.][a-z0-9]([-a-z0-9]*[a-z0-9])?)*/)?v[0-9]+((alpha|beta)[0-9]+)?$')",
+                holds: |v| v.as_str().is_none_or(api_version_ok),
+            },
+            kind: ErrorKind::Invalid,
+            message: "must be GROUP/VERSION, e.g. jobset.x-k8s.io/v1alpha2",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: WORKLOAD,
+            field: &["apiVersion"],
+            check: Check::Cel {
+                rule: "!self.apiVersion.startsWith('batch.kronjob.dev/')",
+                holds: |v| {
+                    lookup(v, &["apiVersion"])
+                        .and_then(Value::as_str)
+                        .is_none_or(|a| !a.starts_with("batch.kronjob.dev/"))
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "kronjob's own kinds cannot be run by a CronJob",
+            scope: Scope::Always,
+        },
+        Rule {
+            at: WORKLOAD,
+            field: &["kind"],
+            check: Check::Cel {
+                rule: "!(self.apiVersion == 'batch/v1' && self.kind == 'Job')",
+                holds: |v| {
+                    let text = |key: &str| lookup(v, &[key]).and_then(Value::as_str);
+                    !(text("apiVersion") == Some("batch/v1") && text("kind") == Some("Job"))
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "a batch/v1 Job goes in spec.jobTemplate",
+            scope: Scope::Always,
+        },
+        max_length(
+            &["spec", "workloadTemplate", "kind"],
+            63,
+            "must have at most 63 characters",
+        ),
+        Rule {
+            at: &["spec", "workloadTemplate", "kind"],
+            field: &[],
+            check: Check::Cel {
+                rule: "self.matches('^[A-Za-z][A-Za-z0-9]*$')",
+                holds: |v| {
+                    v.as_str().is_none_or(|k| {
+                        k.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+                            && k.chars().all(|c| c.is_ascii_alphanumeric())
+                    })
+                },
+            },
+            kind: ErrorKind::Invalid,
+            message: "must be a kind, e.g. JobSet",
+            scope: Scope::Always,
+        },
+        max_length(
+            &["spec", "completion", "succeeded"],
+            crate::workload::cel::MAX_LENGTH as u64,
+            "must have at most 1024 characters",
+        ),
+        max_length(
+            &["spec", "completion", "failed"],
+            crate::workload::cel::MAX_LENGTH as u64,
+            "must have at most 1024 characters",
+        ),
+    ]
+}
+
+/// Longest `workloadTemplate.apiVersion`: a group of 253 characters, `/`, a version of 63.
+pub const MAX_API_VERSION_LENGTH: u64 = 317;
+
+/// Whether `api_version` is `GROUP/VERSION` (or a core `VERSION`): a DNS subdomain, a `/`,
+/// and a version such as `v1`, `v1alpha2` or `v2beta1`.
+pub fn api_version_ok(api_version: &str) -> bool {
+    let (group, version) = match api_version.split_once('/') {
+        Some((group, version)) => (Some(group), version),
+        None => (None, api_version),
+    };
+    let label = |l: &str| {
+        let b = l.as_bytes();
+        !b.is_empty()
+            && b.iter()
+                .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+            && b[0].is_ascii_alphanumeric()
+            && b[b.len() - 1].is_ascii_alphanumeric()
+    };
+    let version_ok = version.strip_prefix('v').is_some_and(|rest| {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        let (major, tail) = rest.split_at(digits);
+        !major.is_empty()
+            && (tail.is_empty()
+                || ["alpha", "beta"].iter().any(|stage| {
+                    tail.strip_prefix(stage)
+                        .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+                }))
+    });
+    version_ok && group.is_none_or(|g| g.split('.').all(label))
 }
 
 /// The rules of `timeZone` (what CEL can say of a name; the webhook loads it too).

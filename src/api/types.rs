@@ -33,8 +33,9 @@ pub const ANNOTATION_BACKFILL: &str = "batch.kronjob.dev/backfill";
 /// Annotation marking a Job a backfill created (value `true`), beside the slot's
 /// [`ANNOTATION_SCHEDULED_AT`].
 pub const ANNOTATION_BACKFILLED: &str = "batch.kronjob.dev/backfilled";
-/// Annotation on a Pod asking for deletion that many seconds after it finishes.
-pub const ANNOTATION_POD_TTL: &str = "batch.kronjob.dev/ttl-seconds-after-finished";
+/// Annotation asking for deletion that many seconds after a run finishes: on a Pod, and on a
+/// workload whose kind has no TTL field of its own (kronjob writes the manager's default there).
+pub const ANNOTATION_TTL: &str = "batch.kronjob.dev/ttl-seconds-after-finished";
 /// The annotation `kubectl apply` leaves on objects: large, and never read by kronjob.
 pub const ANNOTATION_LAST_APPLIED: &str = "kubectl.kubernetes.io/last-applied-configuration";
 
@@ -137,8 +138,23 @@ pub struct CronJobSpec {
     #[serde(default = "default_suspend", skip_serializing_if = "Option::is_none")]
     pub suspend: Option<bool>,
 
-    /// Specifies the job that will be created when executing a CronJob.
-    pub job_template: JobTemplateSpec,
+    /// Specifies the job that will be created when executing a CronJob. Exactly one of
+    /// `jobTemplate` and `workloadTemplate` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub job_template: Option<JobTemplateSpec>,
+
+    /// The workload created for each run instead of a batch/v1 Job: any namespaced kind
+    /// (JobSet, RayJob, PipelineRun, Workflow, TrainJob, SparkApplication, ...), given by its
+    /// `apiVersion`, `kind`, the labels and annotations of its `metadata`, and its `spec`.
+    /// Exactly one of `jobTemplate` and `workloadTemplate` is set.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub workload_template: Option<WorkloadTemplate>,
+
+    /// When a run of `workloadTemplate` finished, and whether it succeeded: two CEL expressions
+    /// over `self` (the workload's `apiVersion`, `kind`, `metadata` and `status`). Required for
+    /// a kind kronjob has no rule for; for a known kind it replaces kronjob's rule.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub completion: Option<CompletionRule>,
 
     /// The number of successful finished jobs to retain. Value must be non-negative integer.
     /// Defaults to 3.
@@ -181,6 +197,53 @@ pub struct CronJobSpec {
     /// left, the CronJob reports `Ready=False` reason `Finished`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub not_after: Option<Time>,
+}
+
+/// The workload a CronJob creates for each run, when it is not a batch/v1 Job.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadTemplate {
+    /// The workload's API version, e.g. `jobset.x-k8s.io/v1alpha2`.
+    pub api_version: String,
+    /// The workload's kind, e.g. `JobSet`.
+    pub kind: String,
+    /// Labels and annotations for each workload (kronjob adds its own).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub metadata: Option<WorkloadMetadata>,
+    /// The workload's spec, as its kind defines it (the API server judges it by a dry run of
+    /// the kind when the CronJob is created or changed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(schema_with = "free_object_schema")]
+    pub spec: Option<serde_json::Value>,
+}
+
+/// The labels and annotations of a workload template.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct WorkloadMetadata {
+    /// Labels for each workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub labels: Option<std::collections::BTreeMap<String, String>>,
+    /// Annotations for each workload.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub annotations: Option<std::collections::BTreeMap<String, String>>,
+}
+
+/// When a run finished, and whether it succeeded: CEL expressions over `self`. `failed` is
+/// asked first; neither true means still running; an expression reading a field the workload
+/// does not have (yet) is not true.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, Hash, JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CompletionRule {
+    /// True once the run succeeded, e.g. `self.status.phase == 'Done'`.
+    pub succeeded: String,
+    /// True once the run failed, e.g. `self.status.phase in ['Failed', 'Error']`.
+    pub failed: String,
+}
+
+/// Any JSON object, kept whole (the API server prunes nothing inside).
+fn free_object_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "object", "x-kubernetes-preserve-unknown-fields": true})
 }
 
 /// A set of days: single dates, inclusive ranges of dates, and dates that return every year.

@@ -2,10 +2,11 @@
 //!
 //! [`validate`] reports every failing field at once, as the API server does, in four groups:
 //! 1. every rule of [`super::rules::rules`] (the same table the CRD's CEL rules come from);
-//! 2. the required fields `spec` and `spec.jobTemplate` (one of `spec.schedule` and
-//!    `spec.schedules` is a rule of the table);
+//! 2. the required field `spec` (one of `spec.schedule` and `spec.schedules`, and one of
+//!    `spec.jobTemplate` and `spec.workloadTemplate`, are rules of the table);
 //! 3. `spec.concurrencyPolicy` outside its three values;
-//! 4. what CEL cannot check: each schedule parses and the time zone exists.
+//! 4. what CEL cannot check: each schedule parses, the time zone exists, a workload's
+//!    completion rule is valid CEL and is given exactly for a kind kronjob has no rule for.
 //!
 //! Pure: no I/O, no clock. Errors render exactly like the API server's `field.Error`.
 
@@ -147,7 +148,6 @@ const SCHEDULE: &[&str] = &["spec", "schedule"];
 const SCHEDULES: &[&str] = &["spec", "schedules"];
 const EACH_SCHEDULE: &[&str] = &["spec", "schedules", EACH];
 const TIME_ZONE: &[&str] = &["spec", "timeZone"];
-const JOB_TEMPLATE: &[&str] = &["spec", "jobTemplate"];
 const CONCURRENCY_POLICY: &[&str] = &["spec", "concurrencyPolicy"];
 
 /// Whether a rule belongs to the time-zone group, which upstream re-checks on update only when
@@ -177,7 +177,59 @@ pub fn validate(object: &Value, old: Option<&Value>, op: Operation) -> Vec<Field
     errors.extend(days_errors(object, &["spec", "exclusions"]));
     window_errors(object, &mut errors);
     backfill_errors(object, &mut errors);
+    workload_errors(object, &mut errors);
     errors
+}
+
+/// (i) A workload's completion rule: given for a kind kronjob has no rule for (and only
+/// then), each expression valid CEL within its bounds; the workload's spec an object.
+fn workload_errors(object: &Value, errors: &mut Vec<FieldError>) {
+    let Some(template) = lookup(object, &["spec", "workloadTemplate"]) else {
+        return;
+    };
+    if let Some(spec) = lookup(template, &["spec"])
+        && !spec.is_object()
+    {
+        errors.push(FieldError::invalid(
+            "spec.workloadTemplate.spec",
+            spec.clone(),
+            "must be an object",
+        ));
+    }
+    let text = |key: &str| lookup(template, &[key]).and_then(Value::as_str);
+    let (Some(api_version), Some(kind)) = (text("apiVersion"), text("kind")) else {
+        return;
+    };
+    let group = api_version.split_once('/').map_or("", |(group, _)| group);
+    let known = crate::workload::kinds::known(group, kind).is_some();
+    match lookup(object, &["spec", "completion"]) {
+        None if !known => errors.push(FieldError::required(
+            "spec.completion",
+            format!(
+                "kronjob has no rule for {api_version} {kind}: say when a run succeeded and when it failed"
+            ),
+        )),
+        Some(_) if known => errors.push(FieldError {
+            path: "spec.completion".into(),
+            kind: ErrorKind::Forbidden,
+            value: None,
+            detail: format!("kronjob knows when a {kind} finished"),
+        }),
+        None => {}
+        Some(completion) => {
+            for key in ["succeeded", "failed"] {
+                let path = format!("spec.completion.{key}");
+                match completion.get(key).and_then(Value::as_str) {
+                    None => errors.push(FieldError::required(path, "")),
+                    Some(expression) => {
+                        if let Err(why) = crate::workload::cel::check(expression) {
+                            errors.push(FieldError::invalid(path, expression.into(), why.0));
+                        }
+                    }
+                }
+            }
+        }
+    }
 }
 
 /// (f) The dates of a set of days at `at` (a CronJob's `spec.exclusions`, a Calendar's
@@ -303,11 +355,7 @@ fn required_errors(object: &Value, errors: &mut Vec<FieldError>) {
                 "must be an object",
             ));
         }
-        Some(_) => {
-            if lookup(object, JOB_TEMPLATE).is_none() {
-                errors.push(FieldError::required("spec.jobTemplate", ""));
-            }
-        }
+        Some(_) => {}
     }
 }
 
@@ -550,7 +598,7 @@ mod tests {
             got,
             [
                 "spec.schedule: Required value: one of schedule and schedules is required",
-                "spec.jobTemplate: Required value"
+                "spec.jobTemplate: Required value: one of jobTemplate and workloadTemplate is required"
             ]
         );
         let got = rendered(&json!({"metadata": {"name": "x"}}), None, Operation::Create);
@@ -725,6 +773,61 @@ mod tests {
         assert_eq!(
             invalid_message("n", &[e1, e2]),
             "CronJob.batch.kronjob.dev \"n\" is invalid: [spec.schedule: Required value, spec.x: Invalid value: -1: must be greater than or equal to 0]"
+        );
+    }
+
+    #[test]
+    fn a_workloads_completion_rule_is_checked_against_its_kind() {
+        let with = |workload: serde_json::Value, completion: Option<serde_json::Value>| {
+            let mut o = json!({"metadata": {"name": "x"}, "spec": {"schedule": "* * * * *", "workloadTemplate": workload}});
+            if let Some(c) = completion {
+                o["spec"]["completion"] = c;
+            }
+            rendered(&o, None, Operation::Create)
+        };
+        let jobset =
+            json!({"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet", "spec": {}});
+        let thing = json!({"apiVersion": "example.com/v1", "kind": "Thing", "spec": {}});
+        let rule = json!({"succeeded": "self.status.done", "failed": "has(self.status.error)"});
+        assert!(
+            with(jobset.clone(), None).is_empty(),
+            "a known kind needs no rule"
+        );
+        assert!(with(thing.clone(), Some(rule.clone())).is_empty());
+        assert_eq!(
+            with(thing.clone(), None),
+            [
+                "spec.completion: Required value: kronjob has no rule for example.com/v1 Thing: say when a run succeeded and when it failed"
+            ]
+        );
+        assert_eq!(
+            with(jobset, Some(rule)),
+            ["spec.completion: Forbidden: kronjob knows when a JobSet finished"]
+        );
+        let got = with(
+            thing.clone(),
+            Some(
+                json!({"succeeded": "self.status.(", "failed": "self.a.all(x, self.b.all(y, self.c.all(z, true)))"}),
+            ),
+        );
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(
+            got[0].starts_with(
+                "spec.completion.succeeded: Invalid value: \"self.status.(\": is not valid CEL"
+            ),
+            "{got:?}"
+        );
+        assert!(
+            got[1].starts_with("spec.completion.failed: Invalid value: "),
+            "{got:?}"
+        );
+        assert!(got[1].ends_with("may use at most 2 of the list macros all, exists, exists_one, map and filter (uses 3)"), "{got:?}");
+        assert_eq!(
+            with(
+                json!({"apiVersion": "example.com/v1", "kind": "Thing", "spec": [1]}),
+                Some(json!({"succeeded": "true", "failed": "false"}))
+            ),
+            ["spec.workloadTemplate.spec: Invalid value: [1]: must be an object"]
         );
     }
 }

@@ -158,8 +158,8 @@ fn row(cj: &CronJob, jobs: &[&Job], now: Timestamp, columns: Columns) -> Vec<Str
         let pod = cj
             .spec
             .job_template
-            .spec
             .as_ref()
+            .and_then(|t| t.spec.as_ref())
             .and_then(|s| s.template.spec.as_ref());
         let containers = pod.map(|p| p.containers.as_slice()).unwrap_or_default();
         row.push(joined(containers.iter().map(|c| c.name.as_str())));

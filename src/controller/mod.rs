@@ -11,7 +11,8 @@
 //!   shard buckets), and the watches that select a replica's buckets;
 //! - [`shard_labels`]: with `--sharding`, labelling objects that carry no valid shard bucket;
 //! - [`slot_records`]: whether a scheduled Job may go, asked by the TTL controller of the
-//!   CronJob controller.
+//!   CronJob controller;
+//! - [`workloads`]: the workload kinds CronJobs name, and a watch of each in use.
 
 /// `impl kube::Resource` for `$wrapper`, a compact or partial form of the namespaced `$like`:
 /// the same kind, group, version and plural, the metadata at `self$field` (e.g. `.metadata`).
@@ -55,6 +56,7 @@ pub mod shard;
 pub mod shard_labels;
 pub mod slot_records;
 pub mod ttl;
+pub mod workloads;
 
 use std::time::Duration;
 

@@ -1,12 +1,16 @@
-//! The owner index: a cache of the Jobs kronjob created, indexed by the UID of the CronJob that
-//! controls them, so one reconcile reads only its own Jobs whatever the number of Jobs in the
-//! cluster.
+//! The owner index: a cache of the workloads kronjob created (Jobs, and objects of every kind
+//! a CronJob names), indexed by the UID of the CronJob that controls them, so one reconcile
+//! reads only its own workloads whatever the number of objects in the cluster.
 //!
 //! The index is fed by one watch of Jobs (label selector [`LABEL_CRONJOB`], so unrelated Jobs
-//! never reach it), decoded slim ([`SlimJob`]); the same stream also triggers the CronJob
-//! controller and, in the manager, hands the TTL controller its finished Jobs. Each Job is kept as a [`CachedJob`] (~0.3 KB: what the plan reads of it). With
-//! several namespaces, one watch per namespace is merged by [`merge_watches`], which keeps each
-//! watch's re-list from wiping the others.
+//! never reach it), decoded slim ([`SlimJob`]), and by one watch per other kind a CronJob names
+//! ([`crate::controller::workloads`]), each read through its kind's rule; each workload is
+//! kept as a [`CachedJob`] (~0.3 KB: what the plan reads of it). The Job watch also triggers
+//! the CronJob controller and, in the manager, hands the TTL controller its finished Jobs.
+//! With several namespaces, one Job watch per namespace is merged by [`merge_watches`], which
+//! keeps each watch's re-list from wiping the others; a watch of another kind has a writer of
+//! its own ([`OwnerIndex::writer`]), whose re-list replaces that kind's objects in that
+//! namespace only.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
@@ -21,15 +25,15 @@ use super::cache::job::{Owner, Run};
 use super::cache::seconds::Second;
 use super::cache::{CachedJob, SlimJob};
 use crate::api::LABEL_CRONJOB;
-use crate::workload::{Outcome, Workload};
+use crate::workload::{Outcome, Workload, WorkloadType};
 
-/// Watch configuration for Jobs: only those carrying [`LABEL_CRONJOB`] (any value).
+/// Watch configuration for workloads: only those carrying [`LABEL_CRONJOB`] (any value).
 pub fn job_watch_config() -> watcher::Config {
     watcher::Config::default().labels(LABEL_CRONJOB)
 }
 
-/// What a reconcile reacts to in a Job: a change of any of these triggers its owner, a change of
-/// anything else (the Job controller's progress counters, pod counts) does not.
+/// What a reconcile reacts to in a workload: a change of any of these triggers its owner, a
+/// change of anything else (a Job controller's progress counters, pod counts) does not.
 #[derive(Debug, Clone, PartialEq)]
 struct Meaning {
     owner: Option<Box<str>>,
@@ -37,61 +41,120 @@ struct Meaning {
     completed: Option<Second>,
     deleting: bool,
     ours: bool,
+    raw: Option<Arc<str>>,
 }
 
 impl Meaning {
-    fn of(job: &CachedJob) -> Self {
+    fn of(job: &CachedJob, raw: Option<&Arc<str>>) -> Self {
         Self {
             owner: job.owner_uid().map(Into::into),
             ended: job.ended,
             completed: job.completed,
             deleting: job.deleting.is_some(),
             ours: job.run != Run::Unknown,
+            raw: raw.cloned(),
         }
     }
 }
 
-/// A Job by namespace and name. In the index the namespace is shared by every Job in it and
-/// the name by the two maps.
-type Key = (Arc<str>, Arc<str>);
+/// What the index keeps of one workload: the record, and for a kind without a rule what a
+/// completion rule reads of it.
+type Entry = (CachedJob, Option<Arc<str>>);
 
-fn key_of(job: &SlimJob) -> Key {
+fn entry_of(workload: &Workload) -> Entry {
+    (CachedJob::of_workload(workload), workload.raw.clone())
+}
+
+/// Which kind a cached workload is: its place in the index's list of kinds (batch/v1 Job is 0).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct KindId(u16);
+
+impl KindId {
+    /// batch/v1 Job.
+    pub const JOB: KindId = KindId(0);
+}
+
+/// A namespace and a kind: where a workload is. In the index one copy is shared by every
+/// workload of that kind in that namespace, so a key costs a pointer for both.
+#[derive(Debug, PartialEq, Eq, Hash)]
+struct Space {
+    namespace: Box<str>,
+    kind: KindId,
+}
+
+/// A workload by namespace and kind, and name. In the index the space is shared by every
+/// workload in it and the name by the two maps.
+type Key = (Arc<Space>, Arc<str>);
+
+fn key(namespace: &str, name: &str, kind: KindId) -> Key {
+    let space = Space {
+        namespace: namespace.into(),
+        kind,
+    };
+    (Arc::new(space), name.into())
+}
+
+fn job_key(job: &SlimJob) -> Key {
     let meta = &job.0.metadata;
-    (
-        meta.namespace.as_deref().unwrap_or_default().into(),
-        meta.name.as_deref().unwrap_or_default().into(),
+    key(
+        meta.namespace.as_deref().unwrap_or_default(),
+        meta.name.as_deref().unwrap_or_default(),
+        KindId::JOB,
     )
 }
 
-fn key(namespace: &str, name: &str) -> Key {
-    (namespace.into(), name.into())
-}
-
-/// The cached Jobs ([`CachedJob`]: what the readers look at, boxed so the map's spare slots
-/// stay small) and, per owner UID, the owner (shared by its Jobs) and the keys of its Jobs.
-/// `expected`: the Jobs this process is creating right now (a reconcile waiting for the
+/// The cached workloads ([`CachedJob`]: what the readers look at, boxed so the map's spare
+/// slots stay small), what completion rules read of those of kinds without a rule (`raws`;
+/// never a Job's), per owner UID the owner (shared by its workloads) and the keys of its
+/// workloads, and the kinds (a [`KindId`] is an index into `kinds`).
+/// `expected`: the workloads this process is creating right now (a reconcile waiting for the
 /// answer): their watch event, should it come first, triggers no reconcile of the owner, whose
 /// reconcile is the one creating them.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 struct Inner {
     objects: HashMap<Key, Box<CachedJob>>,
+    raws: HashMap<Key, Arc<str>>,
     by_owner: HashMap<Box<str>, (Arc<Owner>, Vec<Key>)>,
-    namespaces: HashSet<Arc<str>>,
+    spaces: HashSet<Arc<Space>>,
     expected: HashSet<Key>,
+    kinds: Vec<Arc<WorkloadType>>,
+}
+
+impl Default for Inner {
+    fn default() -> Self {
+        Inner {
+            objects: HashMap::default(),
+            raws: HashMap::default(),
+            by_owner: HashMap::default(),
+            spaces: HashSet::default(),
+            expected: HashSet::default(),
+            kinds: vec![WorkloadType::job()],
+        }
+    }
 }
 
 impl Inner {
     /// Store `job`; true when it is new or its meaning changed.
-    fn upsert(&mut self, key: Key, mut job: CachedJob) -> bool {
+    fn upsert(&mut self, key: Key, (mut job, raw): Entry) -> bool {
         let key = match self.objects.get_key_value(&key) {
             Some((kept, _)) => kept.clone(),
-            None => (self.namespace(key.0), key.1),
+            None => (self.space(key.0), key.1),
         };
-        let meaning = Meaning::of(&job);
+        let meaning = Meaning::of(&job, raw.as_ref());
         let changed = self
             .objects
             .get(&key)
-            .is_none_or(|e| Meaning::of(e) != meaning);
+            .is_none_or(|e| Meaning::of(e, self.raws.get(&key)) != meaning);
+        match raw {
+            Some(raw) => {
+                self.raws.insert(key.clone(), raw);
+            }
+            None => {
+                if !self.raws.is_empty() {
+                    self.raws.remove(&key);
+                }
+            }
+        }
         self.unlink(&key);
         if let Some(owner) = job.owner.as_mut() {
             let (shared, keys) = self
@@ -107,20 +170,51 @@ impl Inner {
         changed
     }
 
-    /// The one copy of `namespace`.
-    fn namespace(&mut self, namespace: Arc<str>) -> Arc<str> {
-        match self.namespaces.get(&namespace) {
+    /// The one copy of `space`.
+    fn space(&mut self, space: Arc<Space>) -> Arc<Space> {
+        match self.spaces.get(&space) {
             Some(kept) => Arc::clone(kept),
             None => {
-                self.namespaces.insert(Arc::clone(&namespace));
-                namespace
+                self.spaces.insert(Arc::clone(&space));
+                space
             }
         }
     }
 
-    /// Drop `key`; the Job, if it was there.
+    /// The id of `type_`, added to the kinds if new.
+    fn kind(&mut self, type_: &WorkloadType) -> KindId {
+        let at = match self.kinds.iter().position(|k| **k == *type_) {
+            Some(at) => at,
+            None => {
+                self.kinds.push(Arc::new(type_.clone()));
+                self.kinds.len() - 1
+            }
+        };
+        KindId(u16::try_from(at).unwrap_or(u16::MAX))
+    }
+
+    /// The id of `type_`, if it has one.
+    fn kind_of(&self, type_: &WorkloadType) -> Option<KindId> {
+        let at = self.kinds.iter().position(|k| **k == *type_)?;
+        u16::try_from(at).ok().map(KindId)
+    }
+
+    /// The workload at `key`, as the plan reads it.
+    fn workload(&self, key: &Key, job: &CachedJob) -> Workload {
+        let type_ = self
+            .kinds
+            .get(usize::from(key.0.kind.0))
+            .cloned()
+            .unwrap_or_else(WorkloadType::job);
+        job.to_workload(&key.0.namespace, &key.1, type_, self.raws.get(key).cloned())
+    }
+
+    /// Drop `key`; the workload, if it was there.
     fn remove(&mut self, key: &Key) -> Option<Box<CachedJob>> {
         self.unlink(key);
+        if !self.raws.is_empty() {
+            self.raws.remove(key);
+        }
         self.objects.remove(key)
     }
 
@@ -145,12 +239,17 @@ pub struct OwnerIndex {
     ready: watch::Receiver<bool>,
 }
 
-/// Write side of the owner index: apply watcher events to it, as a reflector does.
+/// Write side of the owner index for one watch: apply its events, as a reflector does. The
+/// Job watch's writer covers every Job; another kind's covers that kind in one namespace (or
+/// all), and its re-list replaces only those.
 #[derive(Debug)]
 pub struct IndexWriter {
     inner: Arc<RwLock<Inner>>,
-    ready: watch::Sender<bool>,
-    buffer: Option<Vec<(Key, CachedJob)>>,
+    ready: Option<watch::Sender<bool>>,
+    kind: KindId,
+    namespace: Option<Arc<str>>,
+    buffer: Option<Vec<(Key, Entry)>>,
+    listed: bool,
 }
 
 fn read(lock: &RwLock<Inner>) -> RwLockReadGuard<'_, Inner> {
@@ -163,7 +262,7 @@ fn write(lock: &RwLock<Inner>) -> RwLockWriteGuard<'_, Inner> {
     lock.write().unwrap_or_else(|e| e.into_inner())
 }
 
-/// A new, empty owner index and its writer.
+/// A new, empty owner index and the writer of its Job watch.
 pub fn owner_index() -> (OwnerIndex, IndexWriter) {
     let inner = Arc::new(RwLock::new(Inner::default()));
     let (tx, rx) = watch::channel(false);
@@ -174,8 +273,11 @@ pub fn owner_index() -> (OwnerIndex, IndexWriter) {
         },
         IndexWriter {
             inner,
-            ready: tx,
+            ready: Some(tx),
+            kind: KindId::JOB,
+            namespace: None,
             buffer: None,
+            listed: false,
         },
     )
 }
@@ -190,21 +292,18 @@ impl OwnerIndex {
             return Vec::new();
         };
         keys.iter()
-            .filter_map(|k| {
-                inner
-                    .objects
-                    .get(k)
-                    .map(|j| Arc::new(j.to_workload(&k.0, &k.1)))
-            })
+            .filter_map(|k| inner.objects.get(k).map(|j| Arc::new(inner.workload(k, j))))
             .collect()
     }
 
-    /// One cached workload by namespace and name.
-    pub fn get(&self, namespace: &str, name: &str) -> Option<Arc<Workload>> {
-        read(&self.inner)
+    /// One cached workload of `type_` by namespace and name.
+    pub fn get(&self, type_: &WorkloadType, namespace: &str, name: &str) -> Option<Arc<Workload>> {
+        let inner = read(&self.inner);
+        let key = key(namespace, name, inner.kind_of(type_)?);
+        inner
             .objects
-            .get(&key(namespace, name))
-            .map(|j| Arc::new(j.to_workload(namespace, name)))
+            .get(&key)
+            .map(|j| Arc::new(inner.workload(&key, j)))
     }
 
     /// Every cached Job (used when a namespace watch re-lists).
@@ -212,55 +311,98 @@ impl OwnerIndex {
         read(&self.inner)
             .objects
             .iter()
-            .map(|(k, j)| Arc::new(SlimJob(j.to_job(&k.0, &k.1))))
+            .filter(|(k, _)| k.0.kind == KindId::JOB)
+            .map(|(k, j)| Arc::new(SlimJob(j.to_job(&k.0.namespace, &k.1))))
             .collect()
     }
 
-    /// Number of cached Jobs.
+    /// Number of cached workloads.
     pub fn len(&self) -> usize {
         read(&self.inner).objects.len()
     }
 
-    /// Whether the cache holds no Job.
+    /// Whether the cache holds no workload.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
 
-    /// A Job this process just created (the API server's answer): known at once, so the next
-    /// reconcile sees it even before its watch event, and that event then changes nothing.
-    pub fn remember(&self, job: &SlimJob) {
-        let key = key_of(job);
+    /// A workload this process just created or read (the API server's answer): known at once,
+    /// so the next reconcile sees it even before its watch event, and that event then changes
+    /// nothing.
+    pub fn remember(&self, workload: &Workload) {
         let mut inner = write(&self.inner);
+        let kind = inner.kind(&workload.type_);
+        let key = key(
+            workload.metadata.namespace.as_deref().unwrap_or_default(),
+            workload.name(),
+            kind,
+        );
         inner.expected.remove(&key);
-        inner.upsert(key, CachedJob::of(&job.0));
+        inner.upsert(key, entry_of(workload));
     }
 
-    /// The Job `namespace/name` is about to be created by the reconcile of its owner: until
-    /// [`OwnerIndex::remember`] or the guard's drop, its watch event (which can come before the
-    /// create's answer) is stored without triggering that owner again (upstream's controllers
-    /// call this an expectation). A create that fails drops the guard, and later events
-    /// trigger as usual.
-    pub fn expect_create(&self, namespace: &str, name: &str) -> Expectation {
-        let key = key(namespace, name);
-        write(&self.inner).expected.insert(key.clone());
+    /// The workload `namespace/name` of `type_` is about to be created by the reconcile of its
+    /// owner: until [`OwnerIndex::remember`] or the guard's drop, its watch event (which can
+    /// come before the create's answer) is stored without triggering that owner again
+    /// (upstream's controllers call this an expectation). A create that fails drops the guard,
+    /// and later events trigger as usual.
+    pub fn expect_create(&self, type_: &WorkloadType, namespace: &str, name: &str) -> Expectation {
+        let mut inner = write(&self.inner);
+        let key = key(namespace, name, inner.kind(type_));
+        inner.expected.insert(key.clone());
         Expectation {
             inner: Arc::clone(&self.inner),
             key,
         }
     }
 
-    /// A Job this process just deleted: forgotten at once, likewise.
-    pub fn forget(&self, namespace: &str, name: &str) {
-        write(&self.inner).remove(&key(namespace, name));
+    /// A workload this process just deleted: forgotten at once, likewise.
+    pub fn forget(&self, type_: &WorkloadType, namespace: &str, name: &str) {
+        let mut inner = write(&self.inner);
+        if let Some(kind) = inner.kind_of(type_) {
+            inner.remove(&key(namespace, name, kind));
+        }
     }
 
-    /// Whether the initial list has completed.
+    /// A writer for a watch of `type_` in `namespace` (`None`: every namespace): its events go
+    /// in the index, its re-list replaces that kind's workloads in that namespace only.
+    pub fn writer(&self, type_: &WorkloadType, namespace: Option<&str>) -> IndexWriter {
+        let kind = write(&self.inner).kind(type_);
+        IndexWriter {
+            inner: Arc::clone(&self.inner),
+            ready: None,
+            kind,
+            namespace: namespace.map(Into::into),
+            buffer: None,
+            listed: false,
+        }
+    }
+
+    /// Drop every cached workload of `type_` (its watch stopped, or its kind is gone); the
+    /// owners of those that were there.
+    pub fn forget_kind(&self, type_: &WorkloadType) -> Vec<Arc<Owner>> {
+        let mut inner = write(&self.inner);
+        let Some(kind) = inner.kind_of(type_) else {
+            return Vec::new();
+        };
+        let keys: Vec<Key> = inner
+            .objects
+            .keys()
+            .filter(|k| k.0.kind == kind)
+            .cloned()
+            .collect();
+        keys.iter()
+            .filter_map(|k| inner.remove(k).and_then(|j| j.owner))
+            .collect()
+    }
+
+    /// Whether the Job watch's initial list has completed.
     pub fn is_ready(&self) -> bool {
         *self.ready.borrow()
     }
 
-    /// Wait until the initial list has completed. Returns at once if it has; never returns if
-    /// the writer is dropped before that.
+    /// Wait until the Job watch's initial list has completed. Returns at once if it has; never
+    /// returns if the writer is dropped before that.
     pub async fn wait_until_ready(&self) {
         let mut rx = self.ready.clone();
         if rx.wait_for(|r| *r).await.is_err() {
@@ -269,7 +411,7 @@ impl OwnerIndex {
     }
 }
 
-/// A Job being created: see [`OwnerIndex::expect_create`].
+/// A workload being created: see [`OwnerIndex::expect_create`].
 #[derive(Debug)]
 #[must_use = "the expectation ends when the guard is dropped"]
 pub struct Expectation {
@@ -284,34 +426,73 @@ impl Drop for Expectation {
 }
 
 impl IndexWriter {
-    /// Apply one watcher event, with the reflector's semantics (`Init`..`InitDone` replaces
-    /// the whole content atomically at `InitDone`), and return the Jobs whose owners must look
-    /// again: those that appeared, vanished or changed their meaning. The first list triggers
-    /// nothing: every CronJob is reconciled after its own first list anyway.
+    /// Apply one event of the Job watch, with the reflector's semantics (`Init`..`InitDone`
+    /// replaces the whole content atomically at `InitDone`), and return the Jobs whose owners
+    /// must look again: those that appeared, vanished or changed their meaning. The first list
+    /// triggers nothing: every CronJob is reconciled after its own first list anyway.
     pub fn apply_watcher_event(&mut self, event: &watcher::Event<SlimJob>) -> Vec<SlimJob> {
+        let entry = |job: &SlimJob| (job_key(job), (CachedJob::of(&job.0), None));
+        let changed = self.apply(map_event(event, entry));
         match event {
-            watcher::Event::Apply(job) => {
-                let key = key_of(job);
+            // The Job as the watch sent it.
+            watcher::Event::Apply(job) | watcher::Event::Delete(job) => {
+                changed.into_iter().map(|_| job.clone()).collect()
+            }
+            _ => changed
+                .into_iter()
+                .map(|(key, job)| SlimJob(job.to_job(&key.0.namespace, &key.1)))
+                .collect(),
+        }
+    }
+
+    /// Apply one event of a workload watch, each object read as `read` says, and return the
+    /// owners that must look again (as [`IndexWriter::apply_watcher_event`] does for Jobs).
+    pub fn apply_workload_event<K>(
+        &mut self,
+        event: &watcher::Event<K>,
+        read: impl Fn(&K) -> Workload,
+    ) -> Vec<(Arc<str>, Arc<Owner>)> {
+        let kind = self.kind;
+        let entry = |object: &K| {
+            let workload = read(object);
+            let key = key(
+                workload.metadata.namespace.as_deref().unwrap_or_default(),
+                workload.name(),
+                kind,
+            );
+            (key, entry_of(&workload))
+        };
+        let changed = self.apply(map_event(event, entry));
+        changed
+            .into_iter()
+            .filter_map(|(key, job)| Some((Arc::from(&*key.0.namespace), job.owner?)))
+            .collect()
+    }
+
+    /// Apply `event` (its objects already keyed and read), returning what changed meaning.
+    fn apply(&mut self, event: watcher::Event<(Key, Entry)>) -> Vec<(Key, CachedJob)> {
+        match event {
+            watcher::Event::Apply((key, entry)) => {
+                let job = entry.0.clone();
                 let mut inner = write(&self.inner);
                 let expected = inner.expected.contains(&key);
-                let changed = inner.upsert(key, CachedJob::of(&job.0));
+                let changed = inner.upsert(key.clone(), entry);
                 drop(inner);
                 if changed && !expected {
-                    vec![job.clone()]
+                    vec![(key, job)]
                 } else {
                     Vec::new()
                 }
             }
-            watcher::Event::Delete(job) => match write(&self.inner).remove(&key_of(job)) {
-                Some(_) => vec![job.clone()],
+            watcher::Event::Delete((key, (job, _))) => match write(&self.inner).remove(&key) {
+                Some(_) => vec![(key, job)],
                 None => Vec::new(),
             },
             watcher::Event::Init => {
                 self.buffer = Some(Vec::new());
                 Vec::new()
             }
-            watcher::Event::InitApply(job) => {
-                let entry = (key_of(job), CachedJob::of(&job.0));
+            watcher::Event::InitApply(entry) => {
                 self.buffer.get_or_insert_with(Vec::new).push(entry);
                 Vec::new()
             }
@@ -319,35 +500,67 @@ impl IndexWriter {
         }
     }
 
-    /// The end of a (re-)list: the buffered Jobs replace the content at once; the Jobs that
-    /// appeared, vanished or changed meaning since, unless this was the first list.
-    fn swap_in_buffer(&mut self) -> Vec<SlimJob> {
-        let mut fresh = Inner::default();
+    /// Whether `key` is one this writer's watch covers.
+    fn covers(&self, key: &Key) -> bool {
+        key.0.kind == self.kind
+            && self
+                .namespace
+                .as_ref()
+                .is_none_or(|ns| **ns == *key.0.namespace)
+    }
+
+    /// The end of a (re-)list: the buffered workloads replace those this writer covers at once;
+    /// the workloads that appeared, vanished or changed meaning since, unless this was the
+    /// first list.
+    fn swap_in_buffer(&mut self) -> Vec<(Key, CachedJob)> {
         let mut changed = Vec::new();
-        {
-            let current = read(&self.inner);
-            for (key, job) in self.buffer.take().unwrap_or_default() {
-                let was = current.objects.get(&key).map(|j| Meaning::of(j));
-                if was.as_ref() != Some(&Meaning::of(&job)) {
-                    changed.push(SlimJob(job.to_job(&key.0, &key.1)));
-                }
-                fresh.upsert(key, job);
+        let fresh = self.buffer.take().unwrap_or_default();
+        let mut inner = write(&self.inner);
+        let fresh_keys: HashSet<&Key> = fresh.iter().map(|(k, _)| k).collect();
+        let gone: Vec<Key> = inner
+            .objects
+            .keys()
+            .filter(|k| self.covers(k) && !fresh_keys.contains(k))
+            .cloned()
+            .collect();
+        for key in gone {
+            if let Some(job) = inner.remove(&key) {
+                changed.push((key, *job));
             }
         }
-        let mut current = write(&self.inner);
-        fresh.expected = std::mem::take(&mut current.expected);
-        changed.extend(
-            current
+        for (key, entry) in fresh {
+            let was = inner
                 .objects
-                .iter()
-                .filter(|(key, _)| !fresh.objects.contains_key(*key))
-                .map(|(key, job)| SlimJob(job.to_job(&key.0, &key.1))),
-        );
-        *current = fresh;
-        drop(current);
-        let first = !*self.ready.borrow();
-        self.ready.send_replace(true);
+                .get(&key)
+                .map(|j| Meaning::of(j, inner.raws.get(&key)));
+            if was.as_ref() != Some(&Meaning::of(&entry.0, entry.1.as_ref())) {
+                changed.push((key.clone(), entry.0.clone()));
+            }
+            inner.upsert(key, entry);
+        }
+        drop(inner);
+        let first = !self.listed;
+        self.listed = true;
+        if let Some(ready) = &self.ready {
+            ready.send_replace(true);
+        }
         if first { Vec::new() } else { changed }
+    }
+
+    /// Whether this writer's watch has listed.
+    pub fn is_listed(&self) -> bool {
+        self.listed
+    }
+}
+
+/// `event` with each object made into what `f` makes of it.
+fn map_event<K, T>(event: &watcher::Event<K>, f: impl Fn(&K) -> T) -> watcher::Event<T> {
+    match event {
+        watcher::Event::Apply(o) => watcher::Event::Apply(f(o)),
+        watcher::Event::Delete(o) => watcher::Event::Delete(f(o)),
+        watcher::Event::Init => watcher::Event::Init,
+        watcher::Event::InitApply(o) => watcher::Event::InitApply(f(o)),
+        watcher::Event::InitDone => watcher::Event::InitDone,
     }
 }
 
@@ -495,7 +708,7 @@ mod tests {
             ..Default::default()
         });
         writer.apply_watcher_event(&watcher::Event::Apply(created.clone()));
-        let cached = index.get("ns", "a").expect("cached");
+        let cached = index.get(&WorkloadType::job(), "ns", "a").expect("cached");
         assert_eq!(cached.metadata.name, created.0.metadata.name);
         assert_eq!(
             crate::workload::controller_uid(&cached.metadata),
@@ -566,21 +779,21 @@ mod tests {
         let created = job("ns", "cj-1", Some("u1"));
         let apply = |j: &SlimJob| watcher::Event::Apply(j.clone());
         {
-            let _creating = index.expect_create("ns", "cj-1");
+            let _creating = index.expect_create(&WorkloadType::job(), "ns", "cj-1");
             // The watch event before the create's answer: stored, no trigger.
             assert!(w.apply_watcher_event(&apply(&created)).is_empty());
             assert_eq!(names(index.workloads_of("u1")), ["cj-1"]);
             // Another Job of the same owner still triggers.
             let other = job("ns", "cj-2", Some("u1"));
             assert_eq!(w.apply_watcher_event(&apply(&other)), [other]);
-            index.remember(&created);
+            index.remember(&Workload::of_job(&created.0));
         }
         // The expectation is over: a change of meaning triggers as usual.
         let mut finished = created.clone();
         finished.0.metadata.owner_references = None;
         assert_eq!(w.apply_watcher_event(&apply(&finished)), [finished]);
         // A create that failed (guard dropped, nothing remembered): its event triggers.
-        drop(index.expect_create("ns", "cj-3"));
+        drop(index.expect_create(&WorkloadType::job(), "ns", "cj-3"));
         let late = job("ns", "cj-3", Some("u1"));
         assert_eq!(w.apply_watcher_event(&apply(&late)), [late]);
     }
@@ -588,7 +801,7 @@ mod tests {
     #[test]
     fn an_expectation_outlives_a_relist() {
         let (index, mut w) = owner_index();
-        let _creating = index.expect_create("ns", "cj-1");
+        let _creating = index.expect_create(&WorkloadType::job(), "ns", "cj-1");
         w.apply_watcher_event(&watcher::Event::Init);
         w.apply_watcher_event(&watcher::Event::InitDone);
         let created = job("ns", "cj-1", Some("u1"));

@@ -360,7 +360,6 @@ pub fn watch<K>(
 ) -> Events<K>
 where
     K: kube::Resource + Clone + DeserializeOwned + std::fmt::Debug + Send + 'static,
-    K::DynamicType: Default,
 {
     let Some(mut assignments) = view.assignment.clone() else {
         return watcher(api, config)

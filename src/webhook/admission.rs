@@ -314,6 +314,7 @@ fn template_check(
         return None;
     }
     let cronjob: CronJob = serde_json::from_value(object.clone()).ok()?;
+    let template = cronjob.spec.job_template?;
     let namespace = request
         .namespace
         .clone()
@@ -323,7 +324,7 @@ fn template_check(
         response: response.clone(),
         name: name.to_string(),
         namespace,
-        template: Box::new(cronjob.spec.job_template),
+        template: Box::new(template),
     })
 }
 

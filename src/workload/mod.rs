@@ -30,8 +30,9 @@ use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::DynamicObject;
 
-pub use build::{for_backfill, for_slot, from_template, manual};
+pub use build::{NewWorkload, for_backfill, for_slot, from_template, manual};
 pub use delete::{Deletion, delete_guarded};
 pub use dry_run::{
     DRY_RUN_TIMEOUT, TemplateDryRun, Unknown, Verdict, invalid, probe, refusal_message,
@@ -107,6 +108,10 @@ pub struct Workload {
     pub completed: Option<Timestamp>,
     /// Its TTL after finishing, in seconds, if it has one.
     pub ttl: Option<i32>,
+    /// For a kind without a rule in [`kinds`]: the workload as a CronJob's completion rule
+    /// reads it (`apiVersion`, `kind`, `metadata`, `status`), as compact JSON; [`Workload::judge`]
+    /// reads its finish with that rule.
+    pub raw: Option<Arc<str>>,
 }
 
 impl Workload {
@@ -120,7 +125,73 @@ impl Workload {
             finish: job_finish(job),
             completed: status.and_then(|s| s.completion_time.as_ref()).map(|t| t.0),
             ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+            raw: None,
         }
+    }
+
+    /// An object of any kind read as a workload, with its kind's `row` (`None`: a kind
+    /// without a rule; its finish waits for [`Workload::judge`]).
+    pub fn of_object(object: &DynamicObject, row: Option<&kinds::Row>) -> Self {
+        let types = object.types.clone().unwrap_or_default();
+        let status = object.data.get("status");
+        let state = row.map(|row| {
+            let whole = serde_json::json!({ "status": status });
+            row.rule.state(&whole, &row.times)
+        });
+        let ttl = row
+            .and_then(|row| row.ttl)
+            .and_then(|path| rule::at(&object.data, path))
+            .and_then(serde_json::Value::as_i64)
+            .or_else(|| {
+                let annotations = object.metadata.annotations.as_ref()?;
+                annotations.get(crate::api::ANNOTATION_TTL)?.parse().ok()
+            })
+            .map(|ttl| i32::try_from(ttl).unwrap_or(i32::MAX));
+        let raw = row.is_none().then(|| {
+            let meta = &object.metadata;
+            let view = serde_json::json!({
+                "apiVersion": types.api_version,
+                "kind": types.kind,
+                "metadata": {
+                    "name": meta.name,
+                    "namespace": meta.namespace,
+                    "uid": meta.uid,
+                    "generation": meta.generation,
+                    "labels": meta.labels,
+                    "annotations": meta.annotations,
+                },
+                "status": status,
+            });
+            Arc::from(view.to_string())
+        });
+        let state = state.unwrap_or_default();
+        Workload {
+            type_: Arc::new(WorkloadType {
+                api_version: types.api_version,
+                kind: types.kind,
+            }),
+            metadata: object.metadata.clone(),
+            started: state.started,
+            finish: state.finish,
+            completed: state.completed,
+            ttl,
+            raw,
+        }
+    }
+
+    /// Read the finish of a workload of a kind without a rule with the CronJob's own
+    /// `completion` (nothing changes for a kind with a rule).
+    pub fn judge(&mut self, completion: &Arc<cel::Completion>) {
+        let Some(raw) = self.raw.as_deref() else {
+            return;
+        };
+        let Ok(object) = serde_json::from_str::<serde_json::Value>(raw) else {
+            return;
+        };
+        let state = rule::Rule::Cel(Arc::clone(completion)).state(&object, &rule::USUAL_TIMES);
+        self.started = state.started;
+        self.finish = state.finish;
+        self.completed = state.completed;
     }
 
     /// Its name.

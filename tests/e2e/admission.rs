@@ -53,6 +53,12 @@ fn set(object: &mut Value, pointer: &str, value: Value) {
         .insert(key.to_string(), value);
 }
 
+/// `spec.workloadTemplate` set to `template`, instead of `spec.jobTemplate`.
+fn workload(object: &mut Value, template: Value) {
+    remove(object, "/spec/jobTemplate");
+    set(object, "/spec/workloadTemplate", template);
+}
+
 /// `spec.schedules` set to `items`, instead of `spec.schedule`.
 fn set_schedules(object: &mut Value, items: Value) {
     remove(object, "/spec/schedule");
@@ -295,6 +301,124 @@ fn table() -> Vec<Row> {
             o,
             "/spec/jobTemplate"
         )),
+        row!("both templates", "spec.workloadTemplate", schema, |o| set(
+            o,
+            "/spec/workloadTemplate",
+            json!({"apiVersion": "ray.io/v1", "kind": "RayJob"})
+        )),
+        row!(
+            "a completion rule for a Job",
+            "spec.completion",
+            schema,
+            |o| set(
+                o,
+                "/spec/completion",
+                json!({"succeeded": "true", "failed": "false"})
+            )
+        ),
+        row!(
+            "a workload's apiVersion that is none",
+            "spec.workloadTemplate.apiVersion",
+            schema,
+            |o| workload(o, json!({"apiVersion": "Ray.IO/v1", "kind": "RayJob"}))
+        ),
+        row!(
+            "a workload's apiVersion of 318 characters",
+            "spec.workloadTemplate.apiVersion",
+            schema,
+            |o| workload(
+                o,
+                json!({"apiVersion": format!("{}/v1", "a".repeat(315)), "kind": "RayJob"})
+            )
+        ),
+        row!(
+            "a CronJob as the workload",
+            "spec.workloadTemplate.apiVersion",
+            schema,
+            |o| workload(
+                o,
+                json!({"apiVersion": "batch.kronjob.dev/v1", "kind": "CronJob"})
+            )
+        ),
+        row!(
+            "a Job as a workload",
+            "spec.workloadTemplate.kind",
+            schema,
+            |o| workload(o, json!({"apiVersion": "batch/v1", "kind": "Job"}))
+        ),
+        row!(
+            "a workload's kind that is none",
+            "spec.workloadTemplate.kind",
+            schema,
+            |o| workload(o, json!({"apiVersion": "ray.io/v1", "kind": "Ray-Job"}))
+        ),
+        row!(
+            "a workload's kind of 64 characters",
+            "spec.workloadTemplate.kind",
+            schema,
+            |o| workload(
+                o,
+                json!({"apiVersion": "ray.io/v1", "kind": "K".repeat(64)})
+            )
+        ),
+        row!(
+            "a completion rule of 1025 characters",
+            "spec.completion.succeeded",
+            schema,
+            |o| {
+                workload(o, json!({"apiVersion": "example.com/v1", "kind": "Thing"}));
+                set(
+                    o,
+                    "/spec/completion",
+                    json!({"succeeded": "t".repeat(1025), "failed": "false"}),
+                )
+            }
+        ),
+        row!(
+            "a failed rule of 1025 characters",
+            "spec.completion.failed",
+            schema,
+            |o| {
+                workload(o, json!({"apiVersion": "example.com/v1", "kind": "Thing"}));
+                set(
+                    o,
+                    "/spec/completion",
+                    json!({"succeeded": "true", "failed": "f".repeat(1025)}),
+                )
+            }
+        ),
+        row!(
+            "a kind without a rule and no completion",
+            "spec.completion",
+            webhook("InvalidWorkload"),
+            |o| workload(o, json!({"apiVersion": "example.com/v1", "kind": "Thing"}))
+        ),
+        row!(
+            "a completion rule for a kind with one",
+            "spec.completion",
+            webhook("InvalidWorkload"),
+            |o| {
+                workload(o, json!({"apiVersion": "ray.io/v1", "kind": "RayJob"}));
+                set(
+                    o,
+                    "/spec/completion",
+                    json!({"succeeded": "true", "failed": "false"}),
+                )
+            }
+        ),
+        row!(
+            "a completion rule that is no CEL",
+            "spec.completion.succeeded",
+            webhook("InvalidWorkload"),
+            |o| {
+                workload(o, json!({"apiVersion": "example.com/v1", "kind": "Thing"}));
+                set(
+                    o,
+                    "/spec/completion",
+                    json!({"succeeded": "self.status.(", "failed": "false"}),
+                )
+            }
+        ),
         row!("schedule not a string", "spec.schedule", schema, |o| set(
             o,
             "/spec/schedule",

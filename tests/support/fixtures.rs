@@ -49,7 +49,7 @@ pub fn cronjob(schedule: &str) -> CronJob {
             concurrency_policy: ConcurrencyPolicy::Allow,
             queue: None,
             suspend: Some(false),
-            job_template: JobTemplateSpec {
+            job_template: Some(JobTemplateSpec {
                 metadata: Some(ObjectMeta {
                     labels: Some(BTreeMap::from([("team".into(), "a".into())])),
                     annotations: Some(BTreeMap::from([("x".into(), "y".into())])),
@@ -71,7 +71,9 @@ pub fn cronjob(schedule: &str) -> CronJob {
                     },
                     ..Default::default()
                 }),
-            },
+            }),
+            workload_template: None,
+            completion: None,
             successful_jobs_history_limit: Some(3),
             failed_jobs_history_limit: Some(1),
             failure_policy: None,

@@ -95,6 +95,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
         concurrency,
         default_job_ttl: None,
         cronjob_metrics_limit: cronjob::series::DEFAULT_LIMIT,
+        workload_kinds: Default::default(),
     };
     let metrics = ReconcilerMetrics::new(&mut Default::default());
     let stop = CancellationToken::new();

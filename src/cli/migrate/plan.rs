@@ -588,7 +588,8 @@ fn target(plan: &Plan, original: &Value) -> Result<Built, String> {
     if let Some(change) = move_zone_prefix(&mut spec)? {
         conversions.push(change);
     }
-    let dropped = dropped_fields(&original["spec"]["jobTemplate"], &spec.job_template)?;
+    let template = spec.job_template.clone().unwrap_or_default();
+    let dropped = dropped_fields(&original["spec"]["jobTemplate"], &template)?;
     let original_suspend = spec.is_suspended();
     spec.suspend = Some(true);
     let (labels, annotations, dropped_annotation) = carried_metadata(original);

@@ -790,7 +790,8 @@ fn revert_warns_of_every_spec_change_that_stays_behind() {
     cj.spec.schedule = Some("H * * * *".into());
     cj.spec.time_zone = Some("Europe/Berlin".into());
     cj.spec.starting_deadline_seconds = Some(30);
-    let pod = cj.spec.job_template.spec.as_mut().expect("job spec");
+    let template = cj.spec.job_template.as_mut().expect("a Job template");
+    let pod = template.spec.as_mut().expect("job spec");
     pod.backoff_limit = Some(2);
     let containers = &mut pod.template.spec.as_mut().expect("pod spec").containers;
     containers[0].image = Some("alpine:3".into());

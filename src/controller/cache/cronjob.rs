@@ -76,7 +76,14 @@ pub struct Spec {
     #[serde(default = "suspend")]
     pub suspend: Option<bool>,
     /// `spec.jobTemplate`, as compact JSON text.
-    pub job_template: Template,
+    #[serde(default)]
+    pub job_template: Option<Template>,
+    /// `spec.workloadTemplate`, as compact JSON text.
+    #[serde(default)]
+    pub workload_template: Option<Template>,
+    /// `spec.completion` (boxed: rarely set).
+    #[serde(default)]
+    pub completion: Option<Box<crate::api::CompletionRule>>,
     /// `spec.successfulJobsHistoryLimit`.
     #[serde(default = "successful")]
     pub successful_jobs_history_limit: Option<i32>,
@@ -122,8 +129,8 @@ impl Spec {
     }
 }
 
-/// A Job template as the API server sent it (compact JSON); CronJobs with the same template
-/// share one copy.
+/// A template as the API server sent it (compact JSON); CronJobs with the same template share
+/// one copy.
 #[derive(Debug, Clone)]
 pub struct Template(Arc<str>);
 
@@ -145,9 +152,7 @@ impl Template {
     }
 
     /// The template, decoded.
-    pub fn decode(
-        &self,
-    ) -> Result<k8s_openapi::api::batch::v1::JobTemplateSpec, serde_json::Error> {
+    pub fn decode<T: serde::de::DeserializeOwned>(&self) -> Result<T, serde_json::Error> {
         serde_json::from_str(&self.0)
     }
 }
@@ -160,7 +165,7 @@ impl<'de> Deserialize<'de> for Template {
             // Not borrowable from the input (a `serde_json::Value`, or a reader): go through a
             // value, then its compact text.
             Err(_) => Err(serde::de::Error::custom(
-                "a Job template must be decoded from JSON text",
+                "a template must be decoded from JSON text",
             )),
         }
     }
@@ -169,6 +174,28 @@ impl<'de> Deserialize<'de> for Template {
 resource_like!(CachedCronJob, CronJob, .metadata);
 
 impl CachedCronJob {
+    /// The kind of workload it runs: batch/v1 Job for a `jobTemplate`, the `apiVersion` and
+    /// `kind` of a `workloadTemplate`; `None` for neither (or a template that does not read).
+    pub fn workload_type(&self) -> Option<crate::workload::WorkloadType> {
+        #[derive(serde::Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Named {
+            api_version: String,
+            kind: String,
+        }
+        if self.spec.job_template.is_some() {
+            return Some(crate::workload::WorkloadType {
+                api_version: "batch/v1".into(),
+                kind: "Job".into(),
+            });
+        }
+        let named: Named = self.spec.workload_template.as_ref()?.decode().ok()?;
+        Some(crate::workload::WorkloadType {
+            api_version: named.api_version,
+            kind: named.kind,
+        })
+    }
+
     /// The whole CronJob, its template decoded.
     pub fn to_cronjob(&self) -> Result<CronJob, serde_json::Error> {
         let spec = &self.spec;
@@ -182,7 +209,17 @@ impl CachedCronJob {
                 concurrency_policy: spec.concurrency_policy,
                 queue: spec.queue.clone(),
                 suspend: spec.suspend,
-                job_template: spec.job_template.decode()?,
+                job_template: spec
+                    .job_template
+                    .as_ref()
+                    .map(Template::decode)
+                    .transpose()?,
+                workload_template: spec
+                    .workload_template
+                    .as_ref()
+                    .map(Template::decode)
+                    .transpose()?,
+                completion: spec.completion.as_deref().cloned(),
                 successful_jobs_history_limit: spec.successful_jobs_history_limit,
                 failed_jobs_history_limit: spec.failed_jobs_history_limit,
                 failure_policy: spec.failure_policy.clone(),
@@ -297,14 +334,20 @@ mod tests {
         let mut other = cronjob("0 * * * *");
         other.metadata.name = Some("other".into());
         let b = CachedCronJob::of(&other).expect("b");
-        assert!(Arc::ptr_eq(&a.spec.job_template.0, &b.spec.job_template.0));
+        let template = |cj: &CachedCronJob| cj.spec.job_template.clone().expect("a template").0;
+        assert!(Arc::ptr_eq(&template(&a), &template(&b)));
         let mut different = cronjob("* * * * *");
-        different.spec.job_template.metadata = Some(ObjectMeta {
+        different
+            .spec
+            .job_template
+            .as_mut()
+            .expect("a template")
+            .metadata = Some(ObjectMeta {
             labels: Some([("x".to_string(), "y".to_string())].into()),
             ..Default::default()
         });
         let c = CachedCronJob::of(&different).expect("c");
-        assert!(!Arc::ptr_eq(&a.spec.job_template.0, &c.spec.job_template.0));
+        assert!(!Arc::ptr_eq(&template(&a), &template(&c)));
         assert_ne!(a.spec.job_template, c.spec.job_template);
     }
 

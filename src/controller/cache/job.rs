@@ -198,9 +198,30 @@ pub struct CachedJob {
 impl CachedJob {
     /// What the index keeps of `job`.
     pub fn of(job: &Job) -> Self {
-        let meta = &job.metadata;
         let status = job.status.as_ref();
-        let owner = workload::controller_uid(&job.metadata).and_then(|uid| {
+        CachedJob {
+            started: status.and_then(|s| s.start_time.as_ref()).map(second),
+            ended: workload::job_finish(job).map(|f| (f.outcome, f.at.map(Second::new))),
+            completed: status.and_then(|s| s.completion_time.as_ref()).map(second),
+            ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
+            ..Self::of_meta(&job.metadata)
+        }
+    }
+
+    /// What the index keeps of a workload of any kind.
+    pub fn of_workload(workload: &Workload) -> Self {
+        CachedJob {
+            started: workload.started.map(Second::new),
+            ended: workload.finish.map(|f| (f.outcome, f.at.map(Second::new))),
+            completed: workload.completed.map(Second::new),
+            ttl: workload.ttl,
+            ..Self::of_meta(&workload.metadata)
+        }
+    }
+
+    /// What the index keeps of a workload's metadata; nothing of its status.
+    fn of_meta(meta: &ObjectMeta) -> Self {
+        let owner = workload::controller_uid(meta).and_then(|uid| {
             let name = meta
                 .owner_references
                 .as_deref()?
@@ -211,7 +232,7 @@ impl CachedJob {
                 name: name.name.as_str().into(),
             }))
         });
-        let run = match workload::ran_for(&job.metadata) {
+        let run = match workload::ran_for(meta) {
             Ran::Scheduled(at) => Run::Scheduled(At::new(at)),
             Ran::Manual => Run::Manual,
             Ran::Unknown => Run::Unknown,
@@ -220,12 +241,12 @@ impl CachedJob {
             uid: meta.uid.as_deref().map(Uid::new),
             owner,
             run,
-            started: status.and_then(|s| s.start_time.as_ref()).map(second),
-            ended: workload::job_finish(job).map(|f| (f.outcome, f.at.map(Second::new))),
-            completed: status.and_then(|s| s.completion_time.as_ref()).map(second),
+            started: None,
+            ended: None,
+            completed: None,
             deleting: meta.deletion_timestamp.as_ref().map(second),
-            ttl: job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
-            backfilled: workload::backfilled(&job.metadata),
+            ttl: None,
+            backfilled: workload::backfilled(meta),
         }
     }
 
@@ -289,16 +310,24 @@ impl CachedJob {
         }
     }
 
-    /// The workload `namespace/name` as the plan reads it ([`Workload`]).
-    pub fn to_workload(&self, namespace: &str, name: &str) -> Workload {
+    /// The workload `namespace/name` of `type_` as the plan reads it ([`Workload`]), with
+    /// `raw`, what a completion rule reads of it (kept apart: Jobs never have it).
+    pub fn to_workload(
+        &self,
+        namespace: &str,
+        name: &str,
+        type_: Arc<WorkloadType>,
+        raw: Option<Arc<str>>,
+    ) -> Workload {
         let job = self.to_job(namespace, name);
         Workload {
-            type_: WorkloadType::job(),
+            type_,
             metadata: job.metadata,
             started: self.started.map(Second::at),
             finish: self.finish(),
             completed: self.completed.map(Second::at),
             ttl: self.ttl,
+            raw,
         }
     }
 

@@ -10,7 +10,7 @@ use std::sync::Arc;
 use jiff::Timestamp;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
-use kube::api::{Patch, PatchParams, PostParams, PropagationPolicy};
+use kube::api::{Patch, PatchParams, PropagationPolicy};
 use kube::runtime::events::EventType;
 use kube::runtime::reflector::ObjectRef;
 use kube::{Api, Resource};
@@ -23,8 +23,9 @@ use super::plan::manual::Manual;
 use super::plan::{Action, Plan, Run, events};
 use super::status::observe_generation;
 use crate::api::{ANNOTATION_BACKFILL, ANNOTATION_TRIGGER, CronJob, CronJobStatus};
-use crate::controller::cache::{CachedCronJob, SlimJob};
-use crate::workload::{self, Deletion, Workload, refusal_message};
+use crate::controller::cache::CachedCronJob;
+use crate::controller::workloads::{Resolved, WorkloadApi};
+use crate::workload::{self, Deletion, Workload, WorkloadType, refusal_message};
 
 /// What applying a plan produced.
 #[derive(Debug)]
@@ -45,8 +46,10 @@ pub struct Applied {
     pub discarded: bool,
 }
 
-/// Apply `plan` to `cj`: queue what can wait, then run the slot.
-pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
+/// Apply `plan` to `cj`, whose workloads are of `kind`: queue what can wait, then run the slot.
+/// Without a kind (it cannot be used now) nothing is created: the slot is not due (the plan
+/// says why), and manual runs and a backfill wait for it.
+pub async fn apply(ctx: &Context, cj: &CronJob, kind: Option<&Resolved>, plan: Plan) -> Applied {
     let Plan {
         run,
         manual,
@@ -104,11 +107,23 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
                 reason,
                 note,
             } => ctx.outbox.event(&on, type_, reason, note),
-            Action::DeleteJob { name, uid, .. } => ctx.outbox.delete_history(&on, name, uid),
+            Action::DeleteJob {
+                type_, name, uid, ..
+            } => match ctx.workloads.resolved(&type_) {
+                Some(kind) => ctx.outbox.delete_history(&on, kind, name, uid),
+                // A kind no CronJob names any more: its workloads are left to the garbage
+                // collector (they go with the CronJob).
+                None => {
+                    tracing::debug!(%name, kind = %type_.kind, "history of a kind no longer watched; left")
+                }
+            },
         }
     }
+    let Some(kind) = kind else {
+        return applied;
+    };
     if let Some(run) = run {
-        let result = run_slot(ctx, cj, &on, run, &mut applied.status).await;
+        let result = run_slot(ctx, cj, kind, &on, run, &mut applied.status).await;
         match result.as_ref().err().and_then(Error::refused) {
             Some(message) => {
                 super::template::refused(ctx, cj, &on, &mut applied.status, &message);
@@ -118,13 +133,13 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
         }
     }
     if let Some(manual) = manual
-        && let Err(e) = run_manual(ctx, cj, &on, manual).await
+        && let Err(e) = run_manual(ctx, cj, kind, &on, manual).await
     {
         applied.error.get_or_insert(e);
     }
     if let Some(backfill) = backfill {
         let base = applied.suspended.clone();
-        match run_backfill(ctx, cj, &on, backfill, base, &mut applied.status).await {
+        match run_backfill(ctx, cj, kind, &on, backfill, base, &mut applied.status).await {
             Ok(Some(patched)) => applied.suspended = Some(patched),
             Ok(None) => {}
             Err(e) => {
@@ -143,6 +158,7 @@ pub async fn apply(ctx: &Context, cj: &CronJob, plan: Plan) -> Applied {
 async fn run_backfill(
     ctx: &Context,
     cj: &CronJob,
+    kind: &Resolved,
     on: &ObjectReference,
     backfill: Backfill,
     base: Option<Arc<CachedCronJob>>,
@@ -159,17 +175,18 @@ async fn run_backfill(
                 from,
                 creates,
             } => {
-                let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+                let api = WorkloadApi::new(ctx.client.clone(), namespace, kind);
+                let noun = kind.type_.noun();
                 for (slot, job) in creates {
-                    let job_name = job.metadata.name.clone().unwrap_or_default();
-                    let _expected = ctx.index.expect_create(namespace, &job_name);
-                    match jobs.create(&PostParams::default(), &SlimJob(*job)).await {
+                    let job_name = job.name().to_string();
+                    let _expected = ctx.index.expect_create(&kind.type_, namespace, &job_name);
+                    match api.create(*job).await {
                         Ok(created) => {
                             ctx.status.backfilled(&key, uid, from, slot);
                             backfill::record_created(status, from, slot, true);
                             ctx.metrics.jobs_created.inc();
                             ctx.index.remember(&created);
-                            let note = format!("Created job {job_name} (backfill)");
+                            let note = format!("Created {noun} {job_name} (backfill)");
                             ctx.outbox.event(
                                 on,
                                 EventType::Normal,
@@ -178,13 +195,17 @@ async fn run_backfill(
                             );
                         }
                         Err(kube::Error::Api(s)) if s.is_already_exists() => {
-                            let existing = jobs.get(&job_name).await.map_err(Error::Kube)?;
-                            if !workload::controlled_by(
-                                &existing.0.metadata,
-                                uid.unwrap_or_default(),
-                            ) {
+                            let Some(existing) =
+                                api.get_opt(&job_name).await.map_err(Error::Kube)?
+                            else {
+                                // Deleted since: its slot ran (created before a lost status
+                                // write); the next reconcile records it.
+                                return Ok(None);
+                            };
+                            if !workload::controlled_by(&existing.metadata, uid.unwrap_or_default())
+                            {
                                 let note = format!(
-                                    "Error creating job: job {job_name} already exists and is not controlled by this CronJob"
+                                    "Error creating {noun}: {noun} {job_name} already exists and is not controlled by this CronJob"
                                 );
                                 ctx.outbox.event(
                                     on,
@@ -202,7 +223,8 @@ async fn run_backfill(
                         Err(e) => {
                             let refused = workload::invalid(&e).map(refusal_message);
                             let why = refused.clone().unwrap_or_else(|| e.to_string());
-                            let note = format!("Error creating job {job_name} (backfill): {why}");
+                            let note =
+                                format!("Error creating {noun} {job_name} (backfill): {why}");
                             ctx.outbox
                                 .event(on, EventType::Warning, events::FAILED_CREATE, note);
                             if refused.is_none() {
@@ -316,15 +338,15 @@ fn suspend_patch(generation: Option<i64>) -> Patch<()> {
 async fn run_slot(
     ctx: &Context,
     cj: &CronJob,
+    kind: &Resolved,
     on: &ObjectReference,
     run: Run,
     status: &mut CronJobStatus,
 ) -> Result<(), Error> {
     let _urgent = ctx.gate.urgent();
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
     for running in &run.replace {
-        replace(ctx, &jobs, on, running).await?;
+        replace(ctx, namespace, on, running).await?;
         let active = status
             .active
             .iter()
@@ -333,30 +355,42 @@ async fn run_slot(
             .collect();
         status.set_active(active);
     }
-    create(ctx, &jobs, cj, on, run, status).await
+    let api = WorkloadApi::new(ctx.client.clone(), namespace, kind);
+    create(ctx, &api, cj, &kind.type_, on, run, status).await
 }
 
-/// Delete a running Job for Replace (background propagation, its UID as precondition).
+/// Delete a running workload for Replace (background propagation, its UID as precondition).
 async fn replace(
     ctx: &Context,
-    jobs: &Api<SlimJob>,
+    namespace: &str,
     on: &ObjectReference,
     running: &ObjectReference,
 ) -> Result<(), Error> {
     let name = running.name.clone().unwrap_or_default();
     let uid = running.uid.as_deref();
-    match workload::delete_guarded(jobs, &name, uid, PropagationPolicy::Background).await {
+    let type_ = WorkloadType {
+        api_version: running.api_version.clone().unwrap_or_default(),
+        kind: running.kind.clone().unwrap_or_default(),
+    };
+    let Some(kind) = ctx.workloads.resolved(&type_) else {
+        // A kind no CronJob names any more, or one that is gone: nothing the manager can
+        // delete; the run goes on beside it.
+        tracing::info!(%name, kind = %type_.kind, "Replace: a running workload of a kind not watched; left");
+        return Ok(());
+    };
+    let noun = type_.noun();
+    let api = WorkloadApi::new(ctx.client.clone(), namespace, &kind);
+    match api.delete(&name, uid, PropagationPolicy::Background).await {
         // Gone, or the name now belongs to another Job: the listed one no longer runs.
         Ok(Deletion::Gone | Deletion::Replaced) => Ok(()),
         Ok(Deletion::Deleted) => {
             ctx.metrics.deleted(super::metrics::DELETED_REPLACE).inc();
-            ctx.index
-                .forget(running.namespace.as_deref().unwrap_or_default(), &name);
+            ctx.index.forget(&type_, namespace, &name);
             ctx.outbox.event(
                 on,
                 EventType::Normal,
                 events::SUCCESSFUL_DELETE,
-                format!("Deleted job {name}"),
+                format!("Deleted {noun} {name}"),
             );
             Ok(())
         }
@@ -365,7 +399,7 @@ async fn replace(
                 on,
                 EventType::Warning,
                 events::FAILED_DELETE,
-                format!("Deleted job: {e}"),
+                format!("Deleted {noun}: {e}"),
             );
             Err(Error::Kube(e))
         }
@@ -376,18 +410,20 @@ async fn replace(
 /// lost status write) record the slot and the Job.
 async fn create(
     ctx: &Context,
-    jobs: &Api<SlimJob>,
+    api: &WorkloadApi,
     cj: &CronJob,
+    type_: &WorkloadType,
     on: &ObjectReference,
     run: Run,
     status: &mut CronJobStatus,
 ) -> Result<(), Error> {
-    let name = run.job.metadata.name.clone().unwrap_or_default();
+    let name = run.job.name().to_string();
+    let noun = type_.noun();
     let slot = run.slot;
     let queued = run.queued;
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
     let key = ObjectRef::new(cj.metadata.name.as_deref().unwrap_or_default()).within(namespace);
-    let record = |status: &mut CronJobStatus, job: &SlimJob| {
+    let record = |status: &mut CronJobStatus, job: &Workload| {
         // Before anything can go wrong with the status write: the slot ran.
         ctx.status.ran(&key, cj.metadata.uid.as_deref(), slot);
         if queued {
@@ -395,13 +431,12 @@ async fn create(
             let rest = status.queued.iter().filter(|q| q.0 != slot).cloned();
             status.set_queued(rest.collect());
         }
-        let job = &job.0;
         if !status
             .active
             .iter()
             .any(|r| r.uid.is_some() && r.uid == job.metadata.uid)
         {
-            status.push_active(Workload::of_job(job).reference());
+            status.push_active(job.reference());
         }
         // A queued slot is older than the slot that queued it: never backwards.
         if status
@@ -413,13 +448,8 @@ async fn create(
         }
     };
     // Its watch event may come before the answer: it must not reconcile this CronJob again.
-    let _expected = ctx.index.expect_create(namespace, &name);
-    // Sent as the Job the plan built; the answer is decoded slim (no pod template, no
-    // managedFields).
-    match jobs
-        .create(&PostParams::default(), &SlimJob(*run.job))
-        .await
-    {
+    let _expected = ctx.index.expect_create(type_, namespace, &name);
+    match api.create(*run.job).await {
         Ok(created) => {
             // Measured here, when the API server has answered: the Job's creationTimestamp has
             // whole seconds only, too coarse for the histogram's sub-second buckets. A queued
@@ -434,14 +464,17 @@ async fn create(
                 on,
                 EventType::Normal,
                 events::SUCCESSFUL_CREATE,
-                format!("Created job {name}"),
+                format!("Created {noun} {name}"),
             );
             Ok(())
         }
         Err(kube::Error::Api(s)) if s.is_already_exists() => {
-            let existing = jobs.get(&name).await.map_err(Error::Kube)?;
+            let Some(existing) = api.get_opt(&name).await.map_err(Error::Kube)? else {
+                // Created before a lost status write and deleted since: its slot ran.
+                return Ok(());
+            };
             let uid = cj.metadata.uid.as_deref().unwrap_or_default();
-            if workload::controlled_by(&existing.0.metadata, uid) {
+            if workload::controlled_by(&existing.metadata, uid) {
                 // A restart (or a lagging cache) between create and status write: adopt, so
                 // the slot never runs twice.
                 record(status, &existing);
@@ -451,7 +484,7 @@ async fn create(
                     on,
                     EventType::Warning,
                     events::FAILED_CREATE,
-                    format!("Error creating job: job {name} already exists and is not controlled by this CronJob"),
+                    format!("Error creating {noun}: {noun} {name} already exists and is not controlled by this CronJob"),
                 );
             }
             Ok(())
@@ -463,7 +496,7 @@ async fn create(
                     on,
                     EventType::Warning,
                     events::FAILED_CREATE,
-                    format!("Error creating job: {e}"),
+                    format!("Error creating {noun}: {e}"),
                 );
             }
             Err(Error::Kube(e))
@@ -477,20 +510,22 @@ async fn create(
 async fn run_manual(
     ctx: &Context,
     cj: &CronJob,
+    kind: &Resolved,
     on: &ObjectReference,
     manual: Manual,
 ) -> Result<(), Error> {
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    let jobs: Api<SlimJob> = Api::namespaced(ctx.client.clone(), namespace);
+    let api = WorkloadApi::new(ctx.client.clone(), namespace, kind);
+    let noun = kind.type_.noun();
     let rewrites = manual.rewrites();
     for job in manual.jobs {
-        let name = job.metadata.name.clone().unwrap_or_default();
-        // As for a slot's Job: its watch event must not reconcile this CronJob again.
-        let _expected = ctx.index.expect_create(namespace, &name);
-        match jobs.create(&PostParams::default(), &SlimJob(job)).await {
+        let name = job.name().to_string();
+        // As for a slot's workload: its watch event must not reconcile this CronJob again.
+        let _expected = ctx.index.expect_create(&kind.type_, namespace, &name);
+        match api.create(job).await {
             Ok(created) => {
                 ctx.index.remember(&created);
-                let note = format!("Created job {name} (manual run)");
+                let note = format!("Created {noun} {name} (manual run)");
                 ctx.outbox
                     .event(on, EventType::Normal, events::SUCCESSFUL_CREATE, note);
             }
@@ -501,7 +536,7 @@ async fn run_manual(
                 // cannot help; a new trigger after fixing the spec can).
                 let refused = workload::invalid(&e).map(refusal_message);
                 let why = refused.clone().unwrap_or_else(|| e.to_string());
-                let note = format!("Error creating job {name} (manual run): {why}");
+                let note = format!("Error creating {noun} {name} (manual run): {why}");
                 ctx.outbox
                     .event(on, EventType::Warning, events::FAILED_CREATE, note);
                 if refused.is_none() {

@@ -24,4 +24,9 @@ pub struct ReconcilerArgs {
     /// name; the rest are counted in `kronjob_cronjob_series_omitted`); 0 exports none.
     #[arg(long, default_value_t = series::DEFAULT_LIMIT)]
     pub cronjob_metrics_limit: usize,
+    /// The workload kinds CronJobs may run, as `RESOURCE.GROUP`, comma
+    /// separated (`jobs.batch,jobsets.jobset.x-k8s.io,rayjobs.ray.io`); the install must grant
+    /// the manager create, get, list, watch and delete on each.
+    #[arg(long, default_value = crate::controller::workloads::kinds::DEFAULT)]
+    pub workload_kinds: crate::controller::workloads::AllowedKinds,
 }

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use futures::channel::mpsc::{UnboundedReceiver, UnboundedSender, unbounded};
 use kube::Client;
+use tokio_util::sync::CancellationToken;
 
 use super::metrics::ReconcilerMetrics;
 use super::outbox::{self, Outbox};
@@ -18,6 +19,7 @@ use crate::controller::calendars::CalendarIndex;
 use crate::controller::owner_index::OwnerIndex;
 use crate::controller::priority::Gate;
 use crate::controller::shard::ShardView;
+use crate::controller::workloads::{AllowedKinds, Workloads};
 use crate::task::{TaskError, TaskSet};
 use crate::telemetry::Throttle;
 
@@ -60,6 +62,10 @@ pub struct Context {
     pub shard: ShardView,
     /// The Calendars, and which CronJobs name each.
     pub calendars: CalendarIndex,
+    /// The workload kinds the CronJobs name, and their watches.
+    pub workloads: Workloads,
+    /// The CronJobs' completion rules, compiled.
+    pub completions: super::kind::Completions,
 }
 
 impl std::fmt::Debug for Context {
@@ -103,14 +109,16 @@ impl Context {
         self.shard.owns_cronjob(cj)
     }
 
-    /// A context for `shared`'s client, clock and replica, reading Jobs from `index`; with the
-    /// background workers to run beside the controller and the stream of CronJobs to reconcile
-    /// again (conflicting status writes, failed deletes, recovered watches).
+    /// A context for `shared`'s client, clock and replica, reading workloads from `index` and
+    /// creating those of the `allowed` kinds; with the background workers to run beside the
+    /// controller and the stream of CronJobs to reconcile again (conflicting status writes,
+    /// failed deletes, recovered watches, workload kinds found or lost).
     pub fn new(
         shared: &Shared,
         metrics: ReconcilerMetrics,
         config: PlanConfig,
         index: OwnerIndex,
+        allowed: AllowedKinds,
     ) -> (Self, Background, UnboundedReceiver<Key>) {
         let client = shared.client.clone();
         let (reconcile, requests) = unbounded();
@@ -126,6 +134,15 @@ impl Context {
             metrics.deleted(super::metrics::DELETED_HISTORY),
         );
         let status = StatusWriter::new(client.clone(), shared.gate.clone(), reconcile.clone());
+        let workloads = Workloads::new(
+            client.clone(),
+            shared.scope.clone(),
+            shared.shard.clone(),
+            index.clone(),
+            allowed,
+            reconcile.clone(),
+            CancellationToken::new(),
+        );
         let ctx = Self {
             client,
             clock: Arc::clone(&shared.clock),
@@ -140,6 +157,8 @@ impl Context {
             log: Throttle::default(),
             shard: shared.shard.clone(),
             calendars: CalendarIndex::default(),
+            workloads,
+            completions: super::kind::Completions::default(),
         };
         let background = Background {
             status,

@@ -28,6 +28,7 @@ use crate::controller::calendars::{self, CalendarIndex};
 use crate::controller::owner_index::{self, IndexWriter, OwnerIndex};
 use crate::controller::slot_records::{self, SlotRecords};
 use crate::controller::ttl::JobTap;
+use crate::controller::workloads::Workloads;
 use crate::controller::{Scope, Shared, shard};
 use crate::task::{TaskError, TaskSet};
 
@@ -79,13 +80,19 @@ pub async fn run(
     let config = PlanConfig {
         default_job_ttl: args.default_job_ttl,
     };
-    let (mut ctx, background, requests) =
-        Context::new(&shared, metrics.clone(), config, index.clone());
+    let (mut ctx, background, requests) = Context::new(
+        &shared,
+        metrics.clone(),
+        config,
+        index.clone(),
+        args.workload_kinds.clone(),
+    );
     let (calendars, calendar_writer) = CalendarIndex::new();
     ctx.calendars = calendars;
     let background_stop = CancellationToken::new();
     let mut workers = TaskSet::new(&shared.tasks, background_stop.clone());
     background.spawn(&mut workers);
+    let parts_stop = ctx.workloads.clone();
     let parts = Parts {
         ctx: Arc::new(ctx),
         index,
@@ -99,6 +106,7 @@ pub async fn run(
         () = Box::pin(controller) => {}
         Some((name, Err(exit))) = workers.join_next() => return Err(exit.into_error(name)),
     }
+    parts_stop.stop();
     background_stop.cancel();
     workers.supervise().await?;
     if shutdown.is_cancelled() {
@@ -175,7 +183,11 @@ async fn control(
             &ctx.shard,
             cj_writer,
             cj_reader.clone(),
-            (ctx.status.clone(), ctx.calendars.clone()),
+            (
+                ctx.status.clone(),
+                ctx.calendars.clone(),
+                ctx.workloads.clone(),
+            ),
             recovery(Arc::clone(&ctx)),
         ),
         cj_tx,
@@ -289,7 +301,7 @@ fn cronjob_trigger_stream(
     view: &shard::ShardView,
     writer: reflector::store::Writer<CachedCronJob>,
     reader: reflector::Store<CachedCronJob>,
-    (status, calendars): (super::writer::StatusWriter, CalendarIndex),
+    (status, calendars, workloads): (super::writer::StatusWriter, CalendarIndex, Workloads),
     health: impl FnMut(&Result<watcher::Event<CachedCronJob>, watcher::Error>) + Send + 'static,
 ) -> impl futures::Stream<Item = Result<CachedCronJob, watcher::Error>> + Send + 'static {
     let mut config = watcher::Config::default().page_size(CRONJOB_PAGE);
@@ -316,6 +328,7 @@ fn cronjob_trigger_stream(
         }
         if let Ok(event) = event {
             calendars.observe(event);
+            workloads.observe(event);
         }
     })
     .applied_objects()

@@ -4,6 +4,7 @@
 //! - [`driver`]: [`run`], the watches, the controller and its background tasks;
 //! - [`mod@reconcile`]: one reconcile and the error policy; [`error`]: what fails it;
 //! - [`plan`]: the pure decision, in named steps;
+//! - [`kind`]: the kind of workload a CronJob runs, as a reconcile finds it;
 //! - [`observe`], [`apply`], [`status`]: reading, acting, the status body;
 //! - [`template`]: the Job template's check (a dry run once per generation);
 //! - [`writer`], [`outbox`]: status writes, Events and history deletes, sent behind the slot's
@@ -16,6 +17,7 @@ pub mod args;
 pub mod context;
 pub mod driver;
 pub mod error;
+pub mod kind;
 pub mod metrics;
 pub mod observe;
 pub mod outbox;

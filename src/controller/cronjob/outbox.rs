@@ -14,12 +14,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use futures::channel::mpsc::UnboundedSender;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::api::PropagationPolicy;
 use kube::runtime::events::{Event, EventType};
 use kube::runtime::reflector::ObjectRef;
-use kube::{Api, Client, Resource};
+use kube::{Client, Resource};
 use prometheus_client::metrics::counter::Counter;
 use tokio::sync::mpsc::{self, Receiver, Sender};
 use tokio_util::sync::CancellationToken;
@@ -31,8 +30,9 @@ use crate::backoff::retry_delay;
 use crate::controller::events::Recorder;
 use crate::controller::owner_index::OwnerIndex;
 use crate::controller::priority::Gate;
+use crate::controller::workloads::{Resolved, WorkloadApi};
 use crate::telemetry::Throttle;
-use crate::workload::{Deletion, delete_guarded};
+use crate::workload::Deletion;
 
 /// Work items held at most (a slot of 10,000 CronJobs queues 10,000 Events, ~0.25 KB each);
 /// beyond, new ones are dropped and counted.
@@ -53,10 +53,11 @@ enum Work {
         reason: &'static str,
         note: Box<str>,
     },
-    /// Delete a finished Job beyond the history limits (background propagation, UID
+    /// Delete a finished workload beyond the history limits (background propagation, UID
     /// precondition), then say so on the CronJob.
     DeleteHistory {
         cronjob: About,
+        kind: Arc<Resolved>,
         name: Box<str>,
         uid: Box<str>,
     },
@@ -202,8 +203,15 @@ impl Outbox {
         });
     }
 
-    /// Delete the history Job `name` (UID `uid`) of `cronjob`, later; once per Job.
-    pub fn delete_history(&self, cronjob: &ObjectReference, name: String, uid: Option<String>) {
+    /// Delete the history workload `name` (UID `uid`, of `kind`) of `cronjob`, later; once per
+    /// workload.
+    pub fn delete_history(
+        &self,
+        cronjob: &ObjectReference,
+        kind: Arc<Resolved>,
+        name: String,
+        uid: Option<String>,
+    ) {
         let Some(uid) = uid else { return };
         if !self
             .deleting
@@ -215,6 +223,7 @@ impl Outbox {
         }
         let work = Work::DeleteHistory {
             cronjob: About::of(cronjob),
+            kind,
             name: name.into(),
             uid: uid.as_str().into(),
         };
@@ -294,10 +303,15 @@ impl Shared {
                 let event = reconcile_event(type_, reason, note.into());
                 self.publish(&on.reference(), &event).await;
             }
-            Work::DeleteHistory { cronjob, name, uid } => {
+            Work::DeleteHistory {
+                cronjob,
+                kind,
+                name,
+                uid,
+            } => {
                 let cronjob = cronjob.reference();
                 let namespace = cronjob.namespace.clone().unwrap_or_default();
-                self.delete(&cronjob, &namespace, &name, &uid).await;
+                self.delete(&cronjob, &kind, &namespace, &name, &uid).await;
                 self.deleting
                     .lock()
                     .unwrap_or_else(|e| e.into_inner())
@@ -345,19 +359,29 @@ impl Shared {
         self.terminating.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    async fn delete(&self, cronjob: &ObjectReference, namespace: &str, name: &str, uid: &str) {
-        let jobs: Api<Job> = Api::namespaced(self.client.clone(), namespace);
-        let deleted = delete_guarded(&jobs, name, Some(uid), PropagationPolicy::Background).await;
+    async fn delete(
+        &self,
+        cronjob: &ObjectReference,
+        kind: &Resolved,
+        namespace: &str,
+        name: &str,
+        uid: &str,
+    ) {
+        let api = WorkloadApi::new(self.client.clone(), namespace, kind);
+        let noun = kind.type_.noun();
+        let deleted = api
+            .delete(name, Some(uid), PropagationPolicy::Background)
+            .await;
         let (type_, reason, note) = match deleted {
             // Gone already, or the name now belongs to another Job: nothing to delete.
             Ok(Deletion::Gone | Deletion::Replaced) => return,
             Ok(Deletion::Deleted) => {
                 self.deleted.inc();
-                self.index.forget(namespace, name);
+                self.index.forget(&kind.type_, namespace, name);
                 (
                     EventType::Normal,
                     events::SUCCESSFUL_DELETE,
-                    format!("Deleted job {name}"),
+                    format!("Deleted {noun} {name}"),
                 )
             }
             Err(e) => {
@@ -372,7 +396,7 @@ impl Shared {
                 (
                     EventType::Warning,
                     events::FAILED_DELETE,
-                    format!("Deleted job: {e}"),
+                    format!("Deleted {noun}: {e}"),
                 )
             }
         };
@@ -470,7 +494,12 @@ mod tests {
                 .event(&on, EventType::Normal, "R", format!("note {i}"));
         }
         assert_eq!(dropped.get(), 2, "five Events, room for three");
-        outbox.delete_history(&on, "job".into(), Some("uid".into()));
+        outbox.delete_history(
+            &on,
+            Arc::new(crate::controller::workloads::Resolved::job()),
+            "job".into(),
+            Some("uid".into()),
+        );
         assert_eq!(dropped.get(), 3);
         assert!(
             outbox.deleting.lock().expect("lock").is_empty(),

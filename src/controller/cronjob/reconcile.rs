@@ -11,7 +11,7 @@ use kube::runtime::reflector::ObjectRef;
 
 use super::context::Context;
 use super::error::Error;
-use super::{apply, metrics, observe, plan, template};
+use super::{apply, kind, metrics, observe, plan, template};
 use crate::backoff::retry_delay;
 use crate::controller::cache::CachedCronJob;
 
@@ -54,11 +54,18 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
         return Ok(Action::requeue(Duration::from_secs(1)));
     }
     let calendars = ctx.calendars.resolve(&cj);
-    let jobs = observe::observe(ctx, &cj).await?;
-    let plan = template::checked_plan(ctx, &cj, &jobs, view.records, now, &calendars).await;
+    let (kind, completion, blocked) = match kind::find(ctx, &cj) {
+        kind::Found::Ready { kind, completion } => (Some(kind), completion, None),
+        // Its kind's watch has not listed yet: planning now could miss running workloads.
+        kind::Found::Pending => return Ok(Action::requeue(Duration::from_secs(1))),
+        kind::Found::Blocked(readiness) => (None, None, Some(readiness)),
+    };
+    let jobs = observe::observe(ctx, &cj, completion.as_ref()).await?;
+    let plan =
+        template::checked_plan(ctx, &cj, &jobs, view.records, now, &calendars, blocked).await;
     let requeue = plan.requeue_after;
     let timed = plan.manual.as_ref().and_then(|m| m.next);
-    let applied = apply::apply(ctx, &cj, plan).await;
+    let applied = apply::apply(ctx, &cj, kind.as_deref(), plan).await;
     let requeue = if applied.invalid_template {
         // Refused as invalid: nothing to do until the spec changes, but a run asked for at a
         // later time (its own Warning says if its Job is refused too).

@@ -36,6 +36,15 @@ pub mod reason {
     pub const CALENDAR_NOT_FOUND: &str = "CalendarNotFound";
     /// `spec.notAfter` has passed: no slot is left to run.
     pub const FINISHED: &str = "Finished";
+    /// The workload kind is not installed (no CRD serves it): no slot runs until it is.
+    pub const WORKLOAD_KIND_NOT_FOUND: &str = "WorkloadKindNotFound";
+    /// The workload kind is not among the manager's `--workload-kinds`.
+    pub const WORKLOAD_KIND_NOT_ALLOWED: &str = "WorkloadKindNotAllowed";
+    /// RBAC does not let the manager create, read or delete the workload kind.
+    pub const WORKLOAD_KIND_FORBIDDEN: &str = "WorkloadKindForbidden";
+    /// The workload cannot be run as it is: a cluster-scoped kind, a kind without a rule and
+    /// no `spec.completion`, or a completion rule that does not compile.
+    pub const INVALID_WORKLOAD: &str = "InvalidWorkload";
 }
 
 /// Set condition `type_` with metav1 semantics: `lastTransitionTime` moves only when `status`

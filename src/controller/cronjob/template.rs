@@ -21,7 +21,8 @@ use crate::workload::{TemplateDryRun, Verdict, refusal_message};
 /// generation that schedules Jobs is seen (its status records no check yet), one dry-run create
 /// of a batch/v1 CronJob carrying its template. A refusal (422) plans `Ready=False`
 /// `InvalidJobTemplate` and no Job; any other answer plans as usual (a create still refused is
-/// caught then).
+/// caught then). `blocked`: what keeps the CronJob from creating workloads whatever its
+/// template (its kind cannot be used): planned as it is, and nothing checked.
 pub async fn checked_plan(
     ctx: &Context,
     cj: &CronJob,
@@ -29,22 +30,27 @@ pub async fn checked_plan(
     records: plan::Records,
     now: Timestamp,
     calendars: &plan::scheduling::Calendars,
+    blocked: Option<plan::Readiness>,
 ) -> plan::Plan {
     let recorded = plan::recorded_template_check(cj);
+    let blocked = blocked.or_else(|| recorded.invalid().map(plan::scheduling::invalid_template));
     let planned = plan::plan_calendars(
         cj,
         jobs,
         records,
         now,
         &ctx.config,
-        recorded.invalid(),
+        blocked.as_ref(),
         calendars,
     );
+    let Some(template) = cj.spec.job_template.as_ref() else {
+        return planned;
+    };
     if !plan::template::needs_check(cj, &planned) {
         return planned;
     }
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
-    let verdict = ctx.client.dry_run(namespace, &cj.spec.job_template).await;
+    let verdict = ctx.client.dry_run(namespace, template).await;
     ctx.metrics.template_checked(verdict.label());
     match verdict {
         Verdict::Invalid(status) => {
@@ -56,7 +62,7 @@ pub async fn checked_plan(
                 records,
                 now,
                 &ctx.config,
-                Some(&message),
+                Some(&plan::scheduling::invalid_template(&message)),
                 calendars,
             )
         }

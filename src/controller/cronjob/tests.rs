@@ -19,6 +19,7 @@ use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::controller::owner_index::owner_index;
 use crate::testing::api_script::{Expect, Script, mock_client};
 use crate::testing::fixtures::{CronJobFixture, JobFixture, cronjob, job, t};
+use crate::workload::WorkloadType;
 
 const NOW: &str = "2016-05-19T10:01:00Z";
 const SLOT_JOB: &str = "cj-24394200";
@@ -92,7 +93,13 @@ impl Harness {
             records: Default::default(),
         };
         let metrics = ReconcilerMetrics::new(&mut Default::default());
-        let (ctx, background, requests) = Context::new(&shared, metrics, config, index);
+        let (ctx, background, requests) = Context::new(
+            &shared,
+            metrics,
+            config,
+            index,
+            crate::controller::workloads::AllowedKinds::default(),
+        );
         let mut workers = crate::task::TaskSet::new(&shared.tasks, CancellationToken::new());
         background.spawn(&mut workers);
         let harness = Self {
@@ -437,7 +444,9 @@ async fn history_beyond_the_limit_is_deleted_in_the_background() {
     h.reconcile(cj).await.expect("reconcile");
     let ctx = h.verdict(server).await;
     assert!(
-        ctx.index.get("ns", "cj-old").is_none(),
+        ctx.index
+            .get(&WorkloadType::job(), "ns", "cj-old")
+            .is_none(),
         "forgotten once deleted"
     );
     assert_eq!(ctx.metrics.deleted(metrics::DELETED_HISTORY).get(), 1);
@@ -584,7 +593,12 @@ async fn a_manual_request_creates_its_job_with_the_default_ttl_then_removes_the_
         "still waits for the next slot"
     );
     let ctx = h.verdict(server).await;
-    assert!(ctx.index.get("ns", "cj-mo7f54u").is_some(), "known at once");
+    assert!(
+        ctx.index
+            .get(&WorkloadType::job(), "ns", "cj-mo7f54u")
+            .is_some(),
+        "known at once"
+    );
 }
 
 #[tokio::test]
@@ -765,7 +779,7 @@ fn status_patch_at(base: &CronJob, check: impl Fn(&Value) + Send + 'static) -> E
 }
 
 fn without_image(mut cj: CronJob) -> CronJob {
-    if let Some(spec) = cj.spec.job_template.spec.as_mut()
+    if let Some(spec) = cj.spec.job_template.as_mut().and_then(|t| t.spec.as_mut())
         && let Some(pod) = spec.template.spec.as_mut()
     {
         pod.containers[0].image = None;

@@ -7,7 +7,7 @@ use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
-use crate::api::ANNOTATION_POD_TTL;
+use crate::api::ANNOTATION_TTL;
 use crate::workload as jobs;
 
 /// What the TTL controller should do with one object, as of a given instant.
@@ -33,7 +33,7 @@ pub enum DecisionError {
     #[error("unable to find the time when the object finished")]
     MissingFinishTime,
     /// The Pod's TTL annotation is not a non-negative integer number of seconds.
-    #[error("annotation {ANNOTATION_POD_TTL} must be a non-negative integer, got {value:?}")]
+    #[error("annotation {ANNOTATION_TTL} must be a non-negative integer, got {value:?}")]
     BadAnnotation {
         /// The annotation's value as found.
         value: String,
@@ -90,7 +90,7 @@ pub fn pod_finish_time(pod: &Pod) -> Option<Timestamp> {
 
 /// The Pod's TTL from its annotation: `None` if absent, an error if not a non-negative integer.
 pub fn pod_ttl(pod: &Pod) -> Option<Result<i64, DecisionError>> {
-    let value = pod.metadata.annotations.as_ref()?.get(ANNOTATION_POD_TTL)?;
+    let value = pod.metadata.annotations.as_ref()?.get(ANNOTATION_TTL)?;
     // Only plain ASCII digits: no sign, no whitespace, no empty string.
     let parsed = if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
         // Digits only, so the only possible failure is overflow: saturate ("practically never").
@@ -103,7 +103,7 @@ pub fn pod_ttl(pod: &Pod) -> Option<Result<i64, DecisionError>> {
     Some(parsed)
 }
 
-/// The TTL state of a Pod at `now` (annotation [`ANNOTATION_POD_TTL`]).
+/// The TTL state of a Pod at `now` (annotation [`ANNOTATION_TTL`]).
 ///
 /// A bad annotation is reported only once the Pod is finished: until then it does not matter.
 pub fn pod_ttl_state(pod: &Pod, now: Timestamp) -> TtlState {
@@ -334,7 +334,7 @@ mod tests {
     fn pod(annotation: Option<&str>, phase: Option<&str>, status: serde_json::Value) -> Pod {
         let mut metadata = json!({"name": "p", "namespace": "ns", "uid": "u1"});
         if let Some(a) = annotation {
-            metadata["annotations"] = json!({ ANNOTATION_POD_TTL: a });
+            metadata["annotations"] = json!({ ANNOTATION_TTL: a });
         }
         let mut status = status;
         if let Some(phase) = phase {

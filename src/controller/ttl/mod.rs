@@ -52,7 +52,7 @@ use serde::de::DeserializeOwned;
 use tokio::sync::Semaphore;
 use tracing::{debug, info, warn};
 
-use crate::api::{ANNOTATION_POD_TTL, LABEL_CRONJOB};
+use crate::api::{ANNOTATION_TTL, LABEL_CRONJOB};
 use crate::backoff::{self, Failures};
 use crate::clock::Clock;
 use crate::controller::Shared;
@@ -313,7 +313,7 @@ impl TtlObject for Pod {
     fn slim(&mut self) {
         self.metadata.managed_fields = None;
         if let Some(annotations) = self.metadata.annotations.as_mut() {
-            annotations.retain(|k, _| k == ANNOTATION_POD_TTL);
+            annotations.retain(|k, _| k == ANNOTATION_TTL);
         }
         self.spec = Some(PodSpec::default());
     }
@@ -545,7 +545,7 @@ async fn undecidable<K: TtlObject>(
         return Ok(Action::await_change());
     }
     ctx.metrics.error(K::KIND, "bad_annotation");
-    warn!(kind, %namespace, %name, %value, "bad {ANNOTATION_POD_TTL} annotation; not deleting");
+    warn!(kind, %namespace, %name, %value, "bad {ANNOTATION_TTL} annotation; not deleting");
     let event = Event {
         type_: EventType::Warning,
         reason: "InvalidTTLAnnotation".into(),

@@ -104,7 +104,7 @@ fn pod_json(uid: &str, ttl: &str, finished: &str) -> Value {
     json!({
         "apiVersion": "v1", "kind": "Pod",
         "metadata": {"name": "name", "namespace": "ns", "uid": uid,
-                     "annotations": {ANNOTATION_POD_TTL: ttl}},
+                     "annotations": {ANNOTATION_TTL: ttl}},
         "spec": {"containers": [{"name": "c", "image": "busybox"}]},
         "status": {"phase": "Succeeded", "containerStatuses": [{
             "name": "c", "image": "busybox", "imageID": "", "ready": false, "restartCount": 0,

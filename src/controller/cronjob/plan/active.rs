@@ -3,11 +3,11 @@
 //! status write was lost), and a Job that kronjob did not create gets an `UnexpectedJob`
 //! warning (upstream A2).
 
-use crate::workload::Workload;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
 use super::{Action, event, events};
+use crate::workload::Workload;
 use crate::workload::{self as jobs};
 
 /// The running Jobs and the Events about the list's changes.

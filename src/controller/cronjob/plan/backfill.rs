@@ -12,9 +12,7 @@
 //! for the failure policy; while their backfill runs the history limits neither count nor
 //! delete them. A suspended CronJob still backfills: the request is explicit.
 
-use crate::workload::Workload;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::events::EventType;
 
 use super::scheduling::Calendars;
@@ -22,6 +20,7 @@ use super::{Action, PlanConfig, Records, event};
 use crate::api::{ANNOTATION_BACKFILL, BackfillProgress, CronJob, CronJobStatus};
 use crate::workload::backfill::{self, Gap, Request, SlotState};
 use crate::workload::{self as jobs};
+use crate::workload::{NewWorkload, Workload};
 
 /// Event reason once every slot of a backfill's range ran.
 pub const BACKFILL_DONE: &str = "BackfillDone";
@@ -38,7 +37,7 @@ pub enum Backfill {
         /// The start of the range: a created slot records `[from, slot]` as run.
         from: Timestamp,
         /// The slots and their Jobs.
-        creates: Vec<(Timestamp, Box<Job>)>,
+        creates: Vec<(Timestamp, Box<NewWorkload>)>,
     },
     /// Every slot of the range ran: remove the request, then say so.
     Done {
@@ -248,7 +247,7 @@ fn creates(
     parallel: u32,
     pending: Vec<Timestamp>,
     cfg: &PlanConfig,
-) -> Option<Vec<(Timestamp, Box<Job>)>> {
+) -> Option<Vec<(Timestamp, Box<NewWorkload>)>> {
     let running = owned
         .iter()
         .filter(|j| {

@@ -286,7 +286,7 @@ fn a_manual_run_runs_on_an_excluded_day_and_after_the_window() {
     assert_eq!(ready(&p), ("False".into(), "Finished".into()));
     let names: Vec<String> = p
         .creates()
-        .filter_map(|j| j.metadata.name.clone())
+        .filter_map(|j| j.metadata().name.clone())
         .collect();
     assert_eq!(
         names,

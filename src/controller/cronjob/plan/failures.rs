@@ -19,12 +19,12 @@
 //! last failed Job. Resuming it (`spec.suspend` back to false while the condition says it was
 //! suspended, by anyone) resets the count.
 
-use crate::workload::Workload;
 use jiff::Timestamp;
 
 use super::scheduling::{self, Readiness};
 use crate::api::{CronJob, CronJobStatus};
 use crate::controller::cronjob::status::{self, CONDITION_READY, reason};
+use crate::workload::Workload;
 use crate::workload::{self, Outcome, Ran};
 
 /// The count of scheduled Jobs that failed in a row, as of this reconcile.

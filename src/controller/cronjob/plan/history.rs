@@ -3,12 +3,14 @@
 //! limits, to delete (upstream H1-H3: by `status.startTime`, Jobs without one count as newest,
 //! ties by name).
 
-use crate::workload::Workload;
+use std::sync::Arc;
+
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::{Action, DeleteReason};
 use crate::api::CronJobStatus;
+use crate::workload::Workload;
 use crate::workload::{self as jobs, Outcome};
 
 /// Raise `lastSuccessfulTime` and `lastFailureTime` to the latest finish among `owned`. A
@@ -105,6 +107,7 @@ pub fn trim(
                 continue;
             }
             deletes.push(Action::DeleteJob {
+                type_: Arc::clone(&job.type_),
                 name: job.metadata.name.clone().unwrap_or_default(),
                 uid: job.metadata.uid.clone(),
                 reason: DeleteReason::History,

@@ -5,14 +5,13 @@
 //! (only if unchanged). A time still to come is looked at again when it comes. The Job's name
 //! derives from the time, so a request is never run twice, however often it is seen.
 
-use crate::workload::Workload;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use kube::runtime::events::EventType;
 
 use super::{Action, PlanConfig, event};
 use crate::api::{ANNOTATION_TRIGGER, CronJob, trigger};
 use crate::workload;
+use crate::workload::{NewWorkload, Workload};
 
 /// Event reason of a trigger annotation entry that is not a time (or too far ahead).
 pub const INVALID_TRIGGER: &str = "InvalidTrigger";
@@ -23,7 +22,7 @@ pub struct Manual {
     /// The annotation's value: rewritten (only if unchanged) once the due runs are created.
     pub request: String,
     /// The Jobs to create now: the due times' whose Job does not exist yet, oldest first.
-    pub jobs: Vec<Job>,
+    pub jobs: Vec<NewWorkload>,
     /// What the annotation becomes once they are: the times still to come (`None`: removed).
     pub remaining: Option<String>,
     /// The first time still to come: look again then.
@@ -265,7 +264,7 @@ mod tests {
             let names: Vec<_> = manual
                 .jobs
                 .iter()
-                .map(|j| j.metadata.name.clone().unwrap_or_default())
+                .map(|j| j.metadata().name.clone().unwrap_or_default())
                 .collect();
             let want: Vec<_> = case
                 .creates
@@ -277,10 +276,10 @@ mod tests {
             assert_eq!(manual.remaining.as_deref(), case.remaining, "{what}");
             assert_eq!(manual.next, case.next.map(t), "{what}");
             for (job, at) in manual.jobs.iter().zip(case.creates.unwrap_or_default()) {
-                let annotations = job.metadata.annotations.clone().unwrap_or_default();
+                let annotations = job.metadata().annotations.clone().unwrap_or_default();
                 let instantiate = annotations.get(ANNOTATION_INSTANTIATE).map(String::as_str);
                 assert_eq!(instantiate, Some("manual"), "{what}");
-                let spec = job.spec.as_ref().expect("spec");
+                let spec = job.as_job().and_then(|j| j.spec.as_ref()).expect("spec");
                 assert_eq!(spec.ttl_seconds_after_finished, Some(600), "{what}");
                 let pod = spec
                     .template

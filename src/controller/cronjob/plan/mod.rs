@@ -26,9 +26,7 @@ pub mod template;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::workload::Workload;
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::runtime::events::EventType;
@@ -39,6 +37,7 @@ pub use template::{TemplateCheck, recorded_template_check, refuse_template};
 use super::status::{self, CONDITION_READY};
 use crate::api::{CronJob, CronJobStatus};
 use crate::workload;
+use crate::workload::{NewWorkload, Workload, WorkloadType};
 
 /// Event reasons, as upstream.
 pub mod events {
@@ -163,9 +162,11 @@ pub enum Action {
     /// Delete a finished Job beyond the history limits (background propagation, UID
     /// precondition).
     DeleteJob {
-        /// Job name.
+        /// Its kind.
+        type_: Arc<WorkloadType>,
+        /// Its name.
         name: String,
-        /// Job UID.
+        /// Its UID.
         uid: Option<String>,
         /// Why (always [`DeleteReason::History`] here; Replace deletes are part of [`Run`]).
         reason: DeleteReason,
@@ -199,8 +200,8 @@ pub struct Run {
     pub queued: bool,
     /// Running Jobs to delete first (Replace), as listed in `status.active`.
     pub replace: Vec<ObjectReference>,
-    /// The Job to create.
-    pub job: Box<Job>,
+    /// The workload to create.
+    pub job: Box<NewWorkload>,
 }
 
 /// The outcome of [`plan`].
@@ -228,8 +229,8 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The Jobs this plan creates: the slot's, then a manual run's, then a backfill's.
-    pub fn creates(&self) -> impl Iterator<Item = &Job> {
+    /// The workloads this plan creates: the slot's, then a manual run's, then a backfill's.
+    pub fn creates(&self) -> impl Iterator<Item = &NewWorkload> {
         let manual = self.manual.iter().flat_map(|m| m.jobs.iter());
         let backfill = self.backfill.iter().flat_map(|b| match b {
             backfill::Backfill::Run { creates, .. } => creates.as_slice(),
@@ -305,7 +306,8 @@ pub fn plan_recorded(
 ) -> Plan {
     let recorded = recorded_template_check(cj);
     let calendars = scheduling::Calendars::inline(cj);
-    plan_calendars(cj, jobs, records, now, cfg, recorded.invalid(), &calendars)
+    let blocked = recorded.invalid().map(scheduling::invalid_template);
+    plan_calendars(cj, jobs, records, now, cfg, blocked.as_ref(), &calendars)
 }
 
 /// Whether the planned status says the CronJob schedules Jobs.
@@ -314,8 +316,10 @@ pub fn schedules(plan: &Plan) -> bool {
 }
 
 /// The plan, every input given: what the controller knows beyond `cj` (`records`),
-/// the template check (`invalid_template`, the API server's message, keeps the CronJob from
-/// scheduling, with `Ready=False` reason `InvalidJobTemplate`), and the calendars `cj` names,
+/// what keeps the CronJob from creating workloads at all (`blocked`: its `Ready=False`
+/// condition, such as a template the API server refuses, reason `InvalidJobTemplate`
+/// ([`scheduling::invalid_template`]), or a workload kind the manager cannot create), and the
+/// calendars `cj` names,
 /// as found ([`scheduling::Calendars`]): a due slot whose day a calendar excludes creates no
 /// Job; the first time it is seen, it is recorded in `status.lastSkippedTime` with a Normal
 /// Event `SlotSkipped`.
@@ -329,7 +333,7 @@ pub fn plan_calendars(
     records: Records,
     now: Timestamp,
     cfg: &PlanConfig,
-    invalid_template: Option<&str>,
+    blocked: Option<&Readiness>,
     calendars: &scheduling::Calendars,
 ) -> Plan {
     let given = Given {
@@ -339,7 +343,7 @@ pub fn plan_calendars(
         records,
         now,
         cfg,
-        invalid_template,
+        blocked,
         calendars,
     };
     let mut status = given.old.clone();
@@ -413,7 +417,7 @@ struct Given<'a> {
     records: Records,
     now: Timestamp,
     cfg: &'a PlanConfig,
-    invalid_template: Option<&'a str>,
+    blocked: Option<&'a Readiness>,
     calendars: &'a scheduling::Calendars,
 }
 
@@ -505,7 +509,7 @@ fn decide(
         owned: &given.owned,
         active,
         queue_waiting,
-        invalid_template: given.invalid_template,
+        blocked: given.blocked,
         suspended: (cj.spec.is_suspended() || suspending)
             .then(|| failures::suspended(cj, tally, &given.owned)),
         calendars: given.calendars,

@@ -7,7 +7,6 @@
 //! other than Enqueue clears the queue (`QueueCleared`). Suspension keeps the queue: it resumes
 //! with the CronJob.
 
-use crate::workload::Workload;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
 use kube::runtime::events::EventType;
@@ -16,6 +15,7 @@ use super::{Action, event, events};
 use crate::api::{ConcurrencyPolicy, CronJob, WhenFull};
 use crate::schedule;
 use crate::workload;
+use crate::workload::Workload;
 
 /// Why a queued slot was dropped (the `reason` label of `kronjob_queue_dropped_total`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

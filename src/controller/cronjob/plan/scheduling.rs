@@ -4,10 +4,8 @@
 
 use std::time::Duration;
 
-use crate::workload::Workload;
 use jiff::Timestamp;
 use jiff::tz::TimeZone;
-use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::runtime::events::EventType;
 
@@ -17,6 +15,7 @@ use crate::controller::MAX_REQUEUE;
 use crate::controller::cronjob::status::reason;
 use crate::schedule::exclusions::{self, Exclusions, Grid, Next, Skip, Verdict, Window};
 use crate::schedule::{self, ListError, Schedule, SlotError, SlotQuery, Slots};
+use crate::workload::{NewWorkload, Workload};
 
 /// Padding added to every requeue so the next slot is due when we wake. Upstream pads 100 ms;
 /// waking early is harmless here (the reconcile finds nothing due yet, requeues for the rest
@@ -65,8 +64,8 @@ pub enum Run {
     Enqueue,
     /// Create its Job, after deleting the running ones (Replace).
     Create {
-        /// The Job to create.
-        job: Box<Job>,
+        /// The workload to create.
+        job: Box<NewWorkload>,
         /// Running Jobs to delete first.
         replace: Vec<ObjectReference>,
     },
@@ -227,6 +226,13 @@ pub fn invalid_template(message: &str) -> Readiness {
     )
 }
 
+/// The `Ready` condition of a CronJob whose workload cannot be created (its kind is not
+/// installed, not allowed, not granted, or cannot be run as named): `reason` is the
+/// condition's and the Warning Event's ([`crate::controller::cronjob::status::reason`]).
+pub fn workload_problem(reason: &'static str, message: String) -> Readiness {
+    Readiness::not_ready(reason, message, Some(reason))
+}
+
 /// The `Ready` condition of a CronJob suspended by `spec.suspend` (see
 /// [`super::failures::suspended`] for one the failure policy suspended).
 pub fn suspended() -> Readiness {
@@ -269,8 +275,9 @@ pub struct Seen<'a> {
     pub active: &'a [ObjectReference],
     /// Whether queued slots wait (Enqueue): a due slot queues behind them.
     pub queue_waiting: bool,
-    /// Why the API server refuses the Job the template makes, if it does: no slot runs.
-    pub invalid_template: Option<&'a str>,
+    /// What keeps it from creating workloads, if anything (the API server refuses its
+    /// template, the manager cannot create its kind): no slot runs.
+    pub blocked: Option<&'a Readiness>,
     /// The `Ready` condition of the CronJob if it is suspended, by `spec.suspend` or by the
     /// failure policy now ([`super::failures`]); `None` when it is not.
     pub suspended: Option<Readiness>,
@@ -348,8 +355,8 @@ impl<'a> Seen<'a> {
         if let Some(readiness) = self.suspended.clone() {
             return Err(readiness);
         }
-        if let Some(message) = self.invalid_template {
-            return Err(invalid_template(message));
+        if let Some(blocked) = self.blocked {
+            return Err(blocked.clone());
         }
         match self.calendars {
             Calendars::Found(found) => Ok((sched, tz, found)),
@@ -565,7 +572,7 @@ impl Seen<'_> {
         if self
             .owned
             .iter()
-            .any(|j| j.metadata.name == job.metadata.name)
+            .any(|j| j.metadata.name == job.metadata().name)
         {
             return (Some(Run::AlreadyCreated), raised);
         }

@@ -2,6 +2,7 @@
 //! `TestControllerV2SyncCronJob` table is ported in `upstream_tests.rs`.
 
 use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
 
 use super::*;
@@ -60,7 +61,11 @@ fn created_job_carries_template_label_annotation_and_ttl() {
         default_job_ttl: Some(3600),
     };
     let p = plan(&cj, &[], just_after_the_hour(), &cfg);
-    let job = p.creates().next().expect("create");
+    let job = p
+        .creates()
+        .next()
+        .and_then(crate::workload::NewWorkload::as_job)
+        .expect("create");
     assert_eq!(job.metadata.name.as_deref(), Some("cj-24394200"));
     let labels = job.metadata.labels.as_ref().expect("labels");
     assert_eq!(labels["team"], "a");
@@ -73,11 +78,15 @@ fn created_job_carries_template_label_annotation_and_ttl() {
     assert_eq!(spec.ttl_seconds_after_finished, Some(3600));
     // A template TTL wins over the default.
     let mut cj2 = cronjob(ON_THE_HOUR);
-    if let Some(s) = cj2.spec.job_template.spec.as_mut() {
+    if let Some(s) = cj2.spec.job_template.as_mut().and_then(|t| t.spec.as_mut()) {
         s.ttl_seconds_after_finished = Some(5);
     }
     let p = plan(&cj2, &[], just_after_the_hour(), &cfg);
-    let job = p.creates().next().expect("create");
+    let job = p
+        .creates()
+        .next()
+        .and_then(crate::workload::NewWorkload::as_job)
+        .expect("create");
     assert_eq!(
         job.spec.as_ref().and_then(|s| s.ttl_seconds_after_finished),
         Some(5)
@@ -89,7 +98,11 @@ fn scheduled_at_is_in_the_cronjobs_zone() {
     let mut cj = cronjob(ON_THE_HOUR);
     cj.spec.time_zone = Some("America/New_York".into());
     let p = plan(&cj, &[], just_after_the_hour(), &PlanConfig::default());
-    let job = p.creates().next().expect("create");
+    let job = p
+        .creates()
+        .next()
+        .and_then(crate::workload::NewWorkload::as_job)
+        .expect("create");
     let ann = job.metadata.annotations.as_ref().expect("annotations");
     assert_eq!(ann[ANNOTATION_SCHEDULED_AT], "2016-05-19T06:00:00-04:00");
 }
@@ -208,7 +221,9 @@ fn deleting_history_never_reruns_a_slot() {
 fn job_for_due_slot_already_in_cache_is_adopted_not_recreated() {
     let cj = cronjob(ON_THE_HOUR);
     let slot = top_of_the_hour();
-    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None)
+        .and_then(crate::workload::NewWorkload::into_job)
+        .expect("job");
     job.metadata.uid = Some("u1".into());
     let p = plan(
         &cj,
@@ -393,9 +408,9 @@ fn schedule_edit_replans_with_new_spec() {
 fn created(p: &Plan) -> Vec<(String, String)> {
     p.creates()
         .map(|j| {
-            let name = j.metadata.name.clone().unwrap_or_default();
+            let name = j.name().to_string();
             let at = j
-                .metadata
+                .metadata()
                 .annotations
                 .as_ref()
                 .and_then(|a| a.get(ANNOTATION_SCHEDULED_AT).cloned())
@@ -527,7 +542,9 @@ fn the_job_of_a_merged_slot_is_created_once_whatever_matches_it() {
         .schedules(&["*/2 * * * *", "*/3 * * * *"])
         .last_scheduled("2016-05-19T10:04:00Z");
     let slot = t("2016-05-19T10:06:00Z");
-    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None)
+        .and_then(crate::workload::NewWorkload::into_job)
+        .expect("job");
     job.metadata.uid = Some("u6".into());
     let p = plan(
         &cj,
@@ -865,7 +882,9 @@ fn a_failed_job_of_a_slot_created_before_a_lost_status_write_counts_once() {
         .last_scheduled("2016-05-19T09:00:00Z")
         .suspend_after(1);
     let slot = top_of_the_hour();
-    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None).expect("job");
+    let mut job = crate::workload::for_slot(&cj, slot, &TimeZone::UTC, None)
+        .and_then(crate::workload::NewWorkload::into_job)
+        .expect("job");
     job.metadata.uid = Some("u10".into());
     let job = job.failed_at("2016-05-19T10:00:40Z");
     let jobs = vec![workload(job)];
@@ -895,7 +914,9 @@ mod enqueue {
 
     /// A Job of the fixture CronJob for `slot`, running (or as `edit` leaves it).
     fn slot_job(cj: &CronJob, slot: &str) -> Job {
-        let mut job = crate::workload::for_slot(cj, t(slot), &TimeZone::UTC, None).expect("job");
+        let mut job = crate::workload::for_slot(cj, t(slot), &TimeZone::UTC, None)
+            .and_then(crate::workload::NewWorkload::into_job)
+            .expect("job");
         job.metadata.uid = Some(format!("{slot}-uid"));
         job.metadata.namespace = cj.metadata.namespace.clone();
         job
@@ -970,8 +991,13 @@ mod enqueue {
         let run = p.run.as_ref().expect("a run");
         assert!(run.queued);
         assert_eq!(run.slot, t("2016-05-19T10:01:00Z"));
-        assert_eq!(run.job.metadata.name.as_deref(), Some("cj-24394201"));
-        let ann = run.job.metadata.annotations.as_ref().expect("annotations");
+        assert_eq!(run.job.name(), "cj-24394201");
+        let ann = run
+            .job
+            .metadata()
+            .annotations
+            .as_ref()
+            .expect("annotations");
         assert_eq!(ann[ANNOTATION_SCHEDULED_AT], "2016-05-19T10:01:00Z");
         // It leaves the queue only once created (apply), and lastScheduleTime stays put.
         assert_eq!(queued(&p).len(), 2);

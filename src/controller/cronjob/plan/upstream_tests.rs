@@ -14,6 +14,7 @@
 use std::collections::BTreeMap;
 
 use jiff::tz::TimeZone;
+use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::batch::v1::JobCondition;
 
 use super::*;
@@ -828,7 +829,9 @@ fn setup(r: &Row) -> (CronJob, Vec<Arc<Workload>>) {
         status.last_schedule_time = Some(Time(
             r.last_schedule.unwrap_or_else(just_after_the_prior_hour),
         ));
-        let mut job = workload::for_slot(&cj, r.job_creation, &TimeZone::UTC, None).expect("a Job");
+        let mut job = workload::for_slot(&cj, r.job_creation, &TimeZone::UTC, None)
+            .and_then(crate::workload::NewWorkload::into_job)
+            .expect("a Job");
         job.metadata.uid = Some("1234".into());
         job.metadata.creation_timestamp = Some(Time(r.job_creation));
         if r.still_active {
@@ -915,7 +918,11 @@ fn controller_v2_sync_cronjob() {
             }
         }
         for job in p.creates() {
-            let owner = job.metadata.owner_references.as_deref().unwrap_or_default();
+            let owner = job
+                .metadata()
+                .owner_references
+                .as_deref()
+                .unwrap_or_default();
             let controller = owner.iter().find(|o| o.controller == Some(true));
             let ok = controller.is_some_and(|o| {
                 o.kind == "CronJob"
@@ -950,6 +957,7 @@ fn time_drifted_back_behind_last_schedule_time() {
         &TimeZone::UTC,
         None,
     )
+    .and_then(crate::workload::NewWorkload::into_job)
     .expect("a Job");
     let ran = completed(ran, plus(top_of_the_hour(), SECOND * 10));
     for (schedule, first_after) in [
@@ -1042,7 +1050,12 @@ fn controller_v2_get_jobs_to_be_reconciled() {
     let mut others = relabelled.clone().owned_by("another-cronjob-uid");
     others.metadata.name = Some("foo-other-owner-ref".into());
     let mut template_labelled = cj.clone();
-    if let Some(meta) = template_labelled.spec.job_template.metadata.as_mut() {
+    if let Some(meta) = template_labelled
+        .spec
+        .job_template
+        .as_mut()
+        .and_then(|t| t.metadata.as_mut())
+    {
         meta.labels = Some(BTreeMap::from([("key".to_string(), "value".to_string())]));
     }
     // Upstream's controller references name the CronJob only; kronjob's carry its UID, kind
@@ -1119,7 +1132,8 @@ fn get_job_from_template2() {
     for (name, zone, annotations, at, count) in cases {
         let mut cj = fixtures::cronjob("* * * * ?");
         cj.spec.time_zone = zone.map(String::from);
-        let meta = cj.spec.job_template.metadata.get_or_insert_default();
+        let template = cj.spec.job_template.as_mut().expect("a Job template");
+        let meta = template.metadata.get_or_insert_default();
         meta.labels = Some(BTreeMap::from([("a".to_string(), "b".to_string())]));
         meta.annotations = Some(
             annotations
@@ -1127,12 +1141,14 @@ fn get_job_from_template2() {
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect(),
         );
-        if let Some(spec) = cj.spec.job_template.spec.as_mut() {
+        if let Some(spec) = template.spec.as_mut() {
             spec.active_deadline_seconds = Some(1);
             spec.manual_selector = Some(false);
         }
         let tz = crate::schedule::time_zone(zone).expect("zone");
-        let job = workload::for_slot(&cj, scheduled, &tz, None).expect("a Job");
+        let job = workload::for_slot(&cj, scheduled, &tz, None)
+            .and_then(crate::workload::NewWorkload::into_job)
+            .expect("a Job");
         let meta = &job.metadata;
         let labels = meta.labels.clone().unwrap_or_default();
         let annotations = meta.annotations.clone().unwrap_or_default();

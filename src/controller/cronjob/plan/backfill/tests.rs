@@ -26,8 +26,9 @@ fn asked(from: &str, to: &str, parallel: u32) -> CronJob {
 /// The Job a backfill created for `at`, `state` "running", "complete" or "failed".
 fn backfilled(at: &str, state: &str) -> Arc<Workload> {
     let cj = fixtures::cronjob("* * * * *");
-    let mut job =
-        crate::workload::for_backfill(&cj, t(at), &jiff::tz::TimeZone::UTC, None).expect("job");
+    let mut job = crate::workload::for_backfill(&cj, t(at), &jiff::tz::TimeZone::UTC, None)
+        .and_then(crate::workload::NewWorkload::into_job)
+        .expect("job");
     job.metadata.uid = Some(format!("uid-{at}"));
     let job = match state {
         "complete" => job.complete_at("2016-05-19T10:00:20Z"),
@@ -64,7 +65,7 @@ fn oldest_first_at_most_parallel_unfinished_then_done_and_the_repeat_creates_not
     assert_eq!(slots(&first), ["09:50", "09:51", "09:52"]);
     let job = first.creates().last().expect("a create");
     assert_eq!(
-        job.metadata.name.as_deref(),
+        job.metadata().name.as_deref(),
         Some(crate::workload::scheduled_name("cj", t(&minute(52))).as_str()),
         "the slot's own name"
     );
