@@ -41,6 +41,7 @@ mod tls_support;
 mod tools;
 mod ttl;
 mod webhook;
+mod workloads;
 
 use std::future::Future;
 use std::path::PathBuf;
@@ -103,6 +104,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         template::cases(),
         timed::cases(),
         ttl::cases(),
+        workloads::cases(),
     ]
     .concat()
 }

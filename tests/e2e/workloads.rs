@@ -1,0 +1,378 @@
+//! Any workload kind on the real API server: CRDs with the real group, version, kind and plural
+//! of JobSet, RayJob, PipelineRun, Workflow, TrainJob and SparkApplication (written here: their
+//! controllers cannot run, so each case sets status as that controller would, as the other
+//! cases finish Jobs), and a kind known only through `spec.completion`.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Event;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kronjob::api::CronJob;
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, ListParams, Patch, PatchParams};
+use kube::runtime::wait::{await_condition, conditions::is_crd_established};
+use kube::{Client, ResourceExt};
+use serde_json::{Value, json};
+
+use crate::harness::{Ctx, Env, apply, wait_for};
+
+crate::cases!(
+    workloads:
+    every_kind_runs_its_slot_and_finishes_by_its_rule,
+);
+
+/// A kind the tests serve with a CRD of their own: (group, version, kind, plural).
+#[derive(Debug, Clone, Copy)]
+pub struct Kind {
+    pub group: &'static str,
+    pub version: &'static str,
+    pub kind: &'static str,
+    pub plural: &'static str,
+}
+
+impl Kind {
+    pub fn api_version(&self) -> String {
+        format!("{}/{}", self.group, self.version)
+    }
+
+    pub fn resource(&self) -> ApiResource {
+        ApiResource {
+            group: self.group.into(),
+            version: self.version.into(),
+            api_version: self.api_version(),
+            kind: self.kind.into(),
+            plural: self.plural.into(),
+        }
+    }
+
+    /// `--workload-kinds`'s name of it.
+    pub fn name(&self) -> String {
+        format!("{}.{}", self.plural, self.group)
+    }
+
+    pub fn api(&self, env: &Env) -> Api<DynamicObject> {
+        Api::namespaced_with(env.client.clone(), &env.namespace, &self.resource())
+    }
+}
+
+pub const JOBSET: Kind = Kind {
+    group: "jobset.x-k8s.io",
+    version: "v1alpha2",
+    kind: "JobSet",
+    plural: "jobsets",
+};
+pub const RAYJOB: Kind = Kind {
+    group: "ray.io",
+    version: "v1",
+    kind: "RayJob",
+    plural: "rayjobs",
+};
+pub const PIPELINERUN: Kind = Kind {
+    group: "tekton.dev",
+    version: "v1",
+    kind: "PipelineRun",
+    plural: "pipelineruns",
+};
+pub const WORKFLOW: Kind = Kind {
+    group: "argoproj.io",
+    version: "v1alpha1",
+    kind: "Workflow",
+    plural: "workflows",
+};
+pub const TRAINJOB: Kind = Kind {
+    group: "trainer.kubeflow.org",
+    version: "v1alpha1",
+    kind: "TrainJob",
+    plural: "trainjobs",
+};
+pub const SPARK: Kind = Kind {
+    group: "sparkoperator.k8s.io",
+    version: "v1beta2",
+    kind: "SparkApplication",
+    plural: "sparkapplications",
+};
+/// A kind no rule of kronjob's knows: its CronJobs say when a run finished (`spec.completion`).
+pub const WIDGET: Kind = Kind {
+    group: "e2e.kronjob.dev",
+    version: "v1",
+    kind: "Widget",
+    plural: "widgets",
+};
+
+/// The kinds of the real projects, and the one known only through `spec.completion`.
+pub const KINDS: [Kind; 7] = [JOBSET, RAYJOB, PIPELINERUN, WORKFLOW, TRAINJOB, SPARK, WIDGET];
+
+/// The CRD of `kind`: namespaced, any spec and status kept, a status subresource.
+pub fn crd(kind: &Kind) -> Value {
+    // The API server wants this of a group under k8s.io, as the real project's CRD has it.
+    let protected = kind.group.ends_with(".k8s.io") || kind.group.ends_with(".kubernetes.io");
+    let annotations = if protected {
+        json!({"api-approved.kubernetes.io": "unapproved, experimental-only"})
+    } else {
+        json!({})
+    };
+    json!({
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {
+            "name": format!("{}.{}", kind.plural, kind.group),
+            "annotations": annotations,
+        },
+        "spec": {
+            "group": kind.group,
+            "scope": "Namespaced",
+            "names": {
+                "kind": kind.kind,
+                "plural": kind.plural,
+                "singular": kind.kind.to_ascii_lowercase(),
+                "listKind": format!("{}List", kind.kind),
+            },
+            "versions": [{
+                "name": kind.version,
+                "served": true,
+                "storage": true,
+                "subresources": {"status": {}},
+                "schema": {"openAPIV3Schema": {
+                    "type": "object",
+                    "properties": {
+                        "spec": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                        "status": {"type": "object", "x-kubernetes-preserve-unknown-fields": true},
+                    },
+                }},
+            }],
+        },
+    })
+}
+
+/// Install the CRD of each of `kinds` (again is fine) and wait until each is Established.
+pub async fn install(client: &Client, kinds: &[Kind]) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    for kind in kinds {
+        let body = crd(kind);
+        let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let object: CustomResourceDefinition = serde_json::from_value(body).expect("a CRD");
+        crds.patch(
+            &name,
+            &PatchParams::apply("e2e").force(),
+            &Patch::Apply(&object),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("install the CRD {name}: {e}"));
+        let established = await_condition(crds.clone(), &name, is_crd_established());
+        tokio::time::timeout(Duration::from_secs(60), established)
+            .await
+            .unwrap_or_else(|_| panic!("{name} Established within 60 s"))
+            .expect("the CRD's watch");
+    }
+}
+
+/// A CronJob on `* * * * *` running `kind` with `spec`, keeping one finished run of each
+/// outcome; with `completion` for a kind without a rule.
+pub fn cronjob(name: &str, kind: &Kind, spec: Value) -> Value {
+    let mut cj = json!({
+        "apiVersion": "batch.kronjob.dev/v1",
+        "kind": "CronJob",
+        "metadata": {"name": name},
+        "spec": {
+            "schedule": "* * * * *",
+            "successfulJobsHistoryLimit": 1,
+            "failedJobsHistoryLimit": 1,
+            "workloadTemplate": {
+                "apiVersion": kind.api_version(),
+                "kind": kind.kind,
+                "metadata": {"labels": {"team": "e2e"}},
+                "spec": spec,
+            },
+        },
+    });
+    if kind.kind == WIDGET.kind {
+        cj["spec"]["completion"] = json!({
+            "succeeded": "self.status.result == 'ok'",
+            "failed": "self.status.result == 'broken'",
+        });
+    }
+    cj
+}
+
+/// The status that kind's controller writes when a run succeeds (`ok`) or fails, at `at`.
+pub fn finished(kind: &Kind, ok: bool, at: &str) -> Value {
+    let condition = |type_: &str, status: &str| {
+        json!({"type": type_, "status": status, "reason": "E2e", "message": "", "lastTransitionTime": at})
+    };
+    match kind.kind {
+        "JobSet" => json!({"conditions": [condition(if ok { "Completed" } else { "Failed" }, "True")]}),
+        "RayJob" => json!({
+            "jobDeploymentStatus": "Complete",
+            "jobStatus": if ok { "SUCCEEDED" } else { "FAILED" },
+            "endTime": at,
+        }),
+        "PipelineRun" => json!({
+            "conditions": [condition("Succeeded", if ok { "True" } else { "False" })],
+            "completionTime": at,
+        }),
+        "Workflow" => json!({"phase": if ok { "Succeeded" } else { "Error" }, "finishedAt": at}),
+        "TrainJob" => json!({"conditions": [condition(if ok { "Complete" } else { "Failed" }, "True")]}),
+        "SparkApplication" => json!({
+            "applicationState": {"state": if ok { "COMPLETED" } else { "SUBMISSION_FAILED" }},
+            "terminationTime": at,
+        }),
+        _ => json!({"result": if ok { "ok" } else { "broken" }, "completionTime": at}),
+    }
+}
+
+/// The status of a run still going, as that kind's controller writes it.
+pub fn running(kind: &Kind) -> Value {
+    match kind.kind {
+        "JobSet" => json!({"conditions": []}),
+        "RayJob" => json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}),
+        "PipelineRun" => json!({"conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running"}]}),
+        "Workflow" => json!({"phase": "Running"}),
+        "TrainJob" => json!({"conditions": [{"type": "Created", "status": "True"}]}),
+        "SparkApplication" => json!({"applicationState": {"state": "RUNNING"}}),
+        _ => json!({"result": "pending"}),
+    }
+}
+
+/// Set the status of the workload `name` of `kind`, as its controller would.
+pub async fn set_status(env: &Env, kind: &Kind, name: &str, status: Value) {
+    kind.api(env)
+        .patch_status(
+            name,
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"status": status})),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("set the status of {} {name}: {e}", kind.kind));
+}
+
+/// The workloads of `kind` the CronJob `cronjob` runs (by label), by name.
+pub async fn workloads_of(env: &Env, kind: &Kind, cronjob: &str) -> Vec<DynamicObject> {
+    let mut items = kind
+        .api(env)
+        .list(&ListParams::default().labels(&format!("batch.kronjob.dev/cronjob={cronjob}")))
+        .await
+        .unwrap_or_else(|e| panic!("list {}: {e}", kind.plural))
+        .items;
+    items.sort_by_key(|o| o.name_any());
+    items
+}
+
+/// Wait until the CronJob `name` has `count` workloads of `kind`; those.
+pub async fn wait_workloads(
+    env: &Env,
+    kind: &Kind,
+    name: &str,
+    count: usize,
+    limit: Duration,
+) -> Vec<DynamicObject> {
+    wait_for(limit, &format!("{count} {} of {name}", kind.plural), || async {
+        let items = workloads_of(env, kind, name).await;
+        (items.len() >= count).then_some(items)
+    })
+    .await
+}
+
+/// The `--workload-kinds` flag naming Jobs and every kind of `kinds`.
+pub fn kinds_flag(kinds: &[Kind]) -> String {
+    let names: Vec<String> = std::iter::once("jobs.batch".to_string())
+        .chain(kinds.iter().map(Kind::name))
+        .collect();
+    format!("--workload-kinds={}", names.join(","))
+}
+
+/// (a) One CronJob per kind: each slot's workload is created with its owner reference, labels
+/// and the slot's time; finished by its kind's rule (a success and a failure each, RayJob's
+/// Complete with FAILED a failure), the CronJob's `lastSuccessfulTime` and `lastFailureTime`
+/// are the runs' times, `status.active` names each running object's kind, and Events name the
+/// kind.
+pub async fn every_kind_runs_its_slot_and_finishes_by_its_rule(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    install(&env.client, &KINDS).await;
+    let cronjobs = env.api::<CronJob>();
+    for kind in &KINDS {
+        let name = format!("run-{}", kind.kind.to_ascii_lowercase());
+        apply(&cronjobs, cronjob(&name, kind, json!({"x": 1}))).await;
+    }
+    let mut manager = env.manager(&[&kinds_flag(&KINDS)]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    // The first slot: one running workload each, listed in status.active with its kind.
+    let mut first = BTreeMap::new();
+    for kind in &KINDS {
+        let name = format!("run-{}", kind.kind.to_ascii_lowercase());
+        let made = wait_workloads(&env, kind, &name, 1, Duration::from_secs(75)).await;
+        let object = &made[0];
+        let owner = object
+            .owner_references()
+            .iter()
+            .find(|o| o.controller == Some(true))
+            .unwrap_or_else(|| panic!("{}: no controller owner", kind.kind));
+        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("CronJob", name.as_str()));
+        assert_eq!(object.labels()["team"], "e2e", "{}: the template's labels", kind.kind);
+        let scheduled = object.annotations()["batch.kronjob.dev/scheduled-at"].clone();
+        assert!(
+            object.name_any().ends_with(&format!(
+                "-{}",
+                scheduled.parse::<jiff::Timestamp>().expect("a time").as_second() / 60
+            )),
+            "{}: named after its slot",
+            kind.kind
+        );
+        assert_eq!(object.data["spec"]["x"], 1, "{}: the template's spec", kind.kind);
+        set_status(&env, kind, &object.name_any(), running(kind)).await;
+        let active = wait_for(Duration::from_secs(30), "status.active", || async {
+            let status = cronjobs.get_status(&name).await.ok()?.status?;
+            status.active.first().cloned()
+        })
+        .await;
+        assert_eq!(
+            (active.kind.as_deref(), active.api_version.as_deref()),
+            (Some(kind.kind), Some(kind.api_version().as_str())),
+            "status.active names the kind"
+        );
+        first.insert(name, object.name_any());
+    }
+    // Each finishes by its rule: the Widgets and JobSets succeed, the rest fail.
+    let at = "2026-01-01T00:00:00Z";
+    for kind in &KINDS {
+        let name = format!("run-{}", kind.kind.to_ascii_lowercase());
+        let ok = matches!(kind.kind, "Widget" | "JobSet" | "Workflow");
+        set_status(&env, kind, &first[&name], finished(kind, ok, at)).await;
+        let status = wait_for(Duration::from_secs(30), &format!("{name} sees its run finish"), || async {
+            let status = cronjobs.get_status(&name).await.ok()?.status?;
+            let seen = if ok {
+                status.last_successful_time.clone()
+            } else {
+                status.last_failure_time.clone()
+            };
+            seen.is_some().then_some(status)
+        })
+        .await;
+        let seen = if ok {
+            status.last_successful_time
+        } else {
+            status.last_failure_time
+        };
+        assert_eq!(seen.map(|t| t.0.to_string()).as_deref(), Some(at), "{name}: dated by the run");
+        assert!(
+            status.active.iter().all(|a| a.name.as_deref() != Some(&first[&name])),
+            "{name}: a finished run leaves status.active"
+        );
+    }
+    // The Events name the kind.
+    let events: Api<Event> = env.api();
+    let notes: Vec<String> = events
+        .list(&ListParams::default())
+        .await
+        .expect("Events")
+        .items
+        .into_iter()
+        .filter_map(|e| e.message)
+        .collect();
+    for kind in &KINDS {
+        let wanted = format!("Created {} ", kind.kind);
+        assert!(notes.iter().any(|n| n.starts_with(&wanted)), "no Event {wanted:?} in {notes:?}");
+    }
+    drop(manager);
+    let _ = cronjobs.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
+    env.cleanup().await;
+}
