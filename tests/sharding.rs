@@ -93,7 +93,7 @@ fn replica(sim: &ApiSim, clock: Arc<TokioClock>, name: &str) -> Replica {
         shared,
         args,
         reconciler.clone(),
-        None,
+        (None, None),
         || {},
         stop.clone(),
     ));

@@ -21,6 +21,7 @@ use std::sync::Arc;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use prometheus_client::metrics::gauge::Gauge;
@@ -39,9 +40,13 @@ pub fn key(namespace: &str, name: &str) -> String {
 /// The key a Job is assigned by: its controlling owner's (a CronJob, in the Job's namespace),
 /// else its own.
 pub fn job_key(job: &Job) -> String {
-    let namespace = job.metadata.namespace.as_deref().unwrap_or_default();
-    let owner = job
-        .metadata
+    workload_key(&job.metadata)
+}
+
+/// The shard key of a workload of any kind, by its metadata (see [`job_key`]).
+pub fn workload_key(meta: &ObjectMeta) -> String {
+    let namespace = meta.namespace.as_deref().unwrap_or_default();
+    let owner = meta
         .owner_references
         .iter()
         .flatten()
@@ -49,7 +54,7 @@ pub fn job_key(job: &Job) -> String {
         .map(|o| o.name.as_str());
     key(
         namespace,
-        owner.unwrap_or(job.metadata.name.as_deref().unwrap_or_default()),
+        owner.unwrap_or(meta.name.as_deref().unwrap_or_default()),
     )
 }
 

@@ -8,7 +8,7 @@
 use std::sync::{Arc, RwLock};
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::workload;
 
@@ -47,21 +47,19 @@ impl SlotRecords {
         self.lookup.read().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Whether `job` may be deleted without its slot ever running again: a Job that ran no
-    /// slot, or whose CronJob is gone, may; a scheduled Job of a cached CronJob may once the
-    /// stored status records its slot. `false` while nothing is known.
-    pub fn deletable(&self, job: &Job) -> bool {
-        if workload::slot_of(&job.metadata).is_none() {
+    /// Whether the workload of `meta` may be deleted without its slot ever running again: one
+    /// that ran no slot, or whose CronJob is gone, may; a scheduled one of a cached CronJob may
+    /// once the stored status records its slot. `false` while nothing is known.
+    pub fn deletable(&self, meta: &ObjectMeta) -> bool {
+        if workload::slot_of(meta).is_none() {
             return true;
         }
-        let (Some(uid), Some(namespace)) = (
-            workload::controller_uid(&job.metadata),
-            job.metadata.namespace.as_deref(),
-        ) else {
+        let (Some(uid), Some(namespace)) =
+            (workload::controller_uid(meta), meta.namespace.as_deref())
+        else {
             return true;
         };
-        let Some(owner) = job
-            .metadata
+        let Some(owner) = meta
             .owner_references
             .as_deref()
             .and_then(|refs| refs.iter().find(|r| r.uid == uid))
@@ -75,7 +73,7 @@ impl SlotRecords {
         match lookup(namespace, &owner.name, uid) {
             Err(Unknown) => false,
             Ok(None) => true,
-            Ok(Some(stored)) => workload::slot_recorded(&job.metadata, stored),
+            Ok(Some(stored)) => workload::slot_recorded(meta, stored),
         }
     }
 }
@@ -90,8 +88,11 @@ mod tests {
         let scheduled = job("cj-1").scheduled_for("2016-05-19T10:00:00Z");
         let manual = job("cj-m1").manual();
         let records = SlotRecords::default();
-        assert!(!records.deletable(&scheduled), "nothing known yet");
-        assert!(records.deletable(&manual), "no slot hangs on a manual run");
+        assert!(!records.deletable(&scheduled.metadata), "nothing known yet");
+        assert!(
+            records.deletable(&manual.metadata),
+            "no slot hangs on a manual run"
+        );
         let stored = Arc::new(std::sync::Mutex::new(Err(Unknown)));
         let answer = Arc::clone(&stored);
         records.install(Box::new(move |ns, name, uid| {
@@ -115,8 +116,8 @@ mod tests {
         ];
         for (name, answer, want) in cases {
             *stored.lock().expect("lock") = answer;
-            assert_eq!(records.deletable(&scheduled), want, "{name}");
+            assert_eq!(records.deletable(&scheduled.metadata), want, "{name}");
         }
-        assert!(records.deletable(&job("stranger").orphan().scheduled()));
+        assert!(records.deletable(&job("stranger").orphan().scheduled().metadata));
     }
 }

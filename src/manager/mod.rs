@@ -514,11 +514,18 @@ impl Controllers {
             }
             _ => (None, None),
         };
+        // The other kinds' workloads come from their watches, whatever the scope of Jobs.
+        let (workload_tap, tapped_workloads) = if self.ttl.enabled() {
+            let (tap, tapped) = ttl::workload_tap(Arc::clone(&self.shared.clock));
+            (Some(tap), Some(tapped))
+        } else {
+            (None, None)
+        };
         let reconciler = cronjob::run(
             self.shared.clone(),
             self.reconciler.clone(),
             self.reconciler_metrics.clone(),
-            tap,
+            (tap, workload_tap),
             move || {
                 let _ = synced.send(());
             },
@@ -532,6 +539,7 @@ impl Controllers {
                 self.ttl.clone(),
                 self.ttl_metrics.clone(),
                 tapped,
+                tapped_workloads,
                 move || {
                     let _ = synced.send(());
                 },

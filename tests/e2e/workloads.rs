@@ -19,6 +19,7 @@ use crate::harness::{Ctx, Env, apply, wait_for};
 crate::cases!(
     workloads:
     every_kind_runs_its_slot_and_finishes_by_its_rule,
+    policies_history_failures_and_ttls_hold_for_any_kind,
 );
 
 /// A kind the tests serve with a CRD of their own: (group, version, kind, plural).
@@ -100,7 +101,15 @@ pub const WIDGET: Kind = Kind {
 };
 
 /// The kinds of the real projects, and the one known only through `spec.completion`.
-pub const KINDS: [Kind; 7] = [JOBSET, RAYJOB, PIPELINERUN, WORKFLOW, TRAINJOB, SPARK, WIDGET];
+pub const KINDS: [Kind; 7] = [
+    JOBSET,
+    RAYJOB,
+    PIPELINERUN,
+    WORKFLOW,
+    TRAINJOB,
+    SPARK,
+    WIDGET,
+];
 
 /// The CRD of `kind`: namespaced, any spec and status kept, a status subresource.
 pub fn crd(kind: &Kind) -> Value {
@@ -149,7 +158,10 @@ pub async fn install(client: &Client, kinds: &[Kind]) {
     let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for kind in kinds {
         let body = crd(kind);
-        let name = body["metadata"]["name"].as_str().unwrap_or_default().to_string();
+        let name = body["metadata"]["name"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
         let object: CustomResourceDefinition = serde_json::from_value(body).expect("a CRD");
         crds.patch(
             &name,
@@ -196,11 +208,11 @@ pub fn cronjob(name: &str, kind: &Kind, spec: Value) -> Value {
 
 /// The status that kind's controller writes when a run succeeds (`ok`) or fails, at `at`.
 pub fn finished(kind: &Kind, ok: bool, at: &str) -> Value {
-    let condition = |type_: &str, status: &str| {
-        json!({"type": type_, "status": status, "reason": "E2e", "message": "", "lastTransitionTime": at})
-    };
+    let condition = |type_: &str, status: &str| json!({"type": type_, "status": status, "reason": "E2e", "message": "", "lastTransitionTime": at});
     match kind.kind {
-        "JobSet" => json!({"conditions": [condition(if ok { "Completed" } else { "Failed" }, "True")]}),
+        "JobSet" => {
+            json!({"conditions": [condition(if ok { "Completed" } else { "Failed" }, "True")]})
+        }
         "RayJob" => json!({
             "jobDeploymentStatus": "Complete",
             "jobStatus": if ok { "SUCCEEDED" } else { "FAILED" },
@@ -211,7 +223,9 @@ pub fn finished(kind: &Kind, ok: bool, at: &str) -> Value {
             "completionTime": at,
         }),
         "Workflow" => json!({"phase": if ok { "Succeeded" } else { "Error" }, "finishedAt": at}),
-        "TrainJob" => json!({"conditions": [condition(if ok { "Complete" } else { "Failed" }, "True")]}),
+        "TrainJob" => {
+            json!({"conditions": [condition(if ok { "Complete" } else { "Failed" }, "True")]})
+        }
         "SparkApplication" => json!({
             "applicationState": {"state": if ok { "COMPLETED" } else { "SUBMISSION_FAILED" }},
             "terminationTime": at,
@@ -225,7 +239,9 @@ pub fn running(kind: &Kind) -> Value {
     match kind.kind {
         "JobSet" => json!({"conditions": []}),
         "RayJob" => json!({"jobDeploymentStatus": "Running", "jobStatus": "RUNNING"}),
-        "PipelineRun" => json!({"conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running"}]}),
+        "PipelineRun" => {
+            json!({"conditions": [{"type": "Succeeded", "status": "Unknown", "reason": "Running"}]})
+        }
         "Workflow" => json!({"phase": "Running"}),
         "TrainJob" => json!({"conditions": [{"type": "Created", "status": "True"}]}),
         "SparkApplication" => json!({"applicationState": {"state": "RUNNING"}}),
@@ -265,10 +281,14 @@ pub async fn wait_workloads(
     count: usize,
     limit: Duration,
 ) -> Vec<DynamicObject> {
-    wait_for(limit, &format!("{count} {} of {name}", kind.plural), || async {
-        let items = workloads_of(env, kind, name).await;
-        (items.len() >= count).then_some(items)
-    })
+    wait_for(
+        limit,
+        &format!("{count} {} of {name}", kind.plural),
+        || async {
+            let items = workloads_of(env, kind, name).await;
+            (items.len() >= count).then_some(items)
+        },
+    )
     .await
 }
 
@@ -306,18 +326,34 @@ pub async fn every_kind_runs_its_slot_and_finishes_by_its_rule(ctx: Ctx) {
             .iter()
             .find(|o| o.controller == Some(true))
             .unwrap_or_else(|| panic!("{}: no controller owner", kind.kind));
-        assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("CronJob", name.as_str()));
-        assert_eq!(object.labels()["team"], "e2e", "{}: the template's labels", kind.kind);
+        assert_eq!(
+            (owner.kind.as_str(), owner.name.as_str()),
+            ("CronJob", name.as_str())
+        );
+        assert_eq!(
+            object.labels()["team"],
+            "e2e",
+            "{}: the template's labels",
+            kind.kind
+        );
         let scheduled = object.annotations()["batch.kronjob.dev/scheduled-at"].clone();
         assert!(
             object.name_any().ends_with(&format!(
                 "-{}",
-                scheduled.parse::<jiff::Timestamp>().expect("a time").as_second() / 60
+                scheduled
+                    .parse::<jiff::Timestamp>()
+                    .expect("a time")
+                    .as_second()
+                    / 60
             )),
             "{}: named after its slot",
             kind.kind
         );
-        assert_eq!(object.data["spec"]["x"], 1, "{}: the template's spec", kind.kind);
+        assert_eq!(
+            object.data["spec"]["x"], 1,
+            "{}: the template's spec",
+            kind.kind
+        );
         set_status(&env, kind, &object.name_any(), running(kind)).await;
         let active = wait_for(Duration::from_secs(30), "status.active", || async {
             let status = cronjobs.get_status(&name).await.ok()?.status?;
@@ -337,24 +373,35 @@ pub async fn every_kind_runs_its_slot_and_finishes_by_its_rule(ctx: Ctx) {
         let name = format!("run-{}", kind.kind.to_ascii_lowercase());
         let ok = matches!(kind.kind, "Widget" | "JobSet" | "Workflow");
         set_status(&env, kind, &first[&name], finished(kind, ok, at)).await;
-        let status = wait_for(Duration::from_secs(30), &format!("{name} sees its run finish"), || async {
-            let status = cronjobs.get_status(&name).await.ok()?.status?;
-            let seen = if ok {
-                status.last_successful_time.clone()
-            } else {
-                status.last_failure_time.clone()
-            };
-            seen.is_some().then_some(status)
-        })
+        let status = wait_for(
+            Duration::from_secs(30),
+            &format!("{name} sees its run finish"),
+            || async {
+                let status = cronjobs.get_status(&name).await.ok()?.status?;
+                let seen = if ok {
+                    status.last_successful_time.clone()
+                } else {
+                    status.last_failure_time.clone()
+                };
+                seen.is_some().then_some(status)
+            },
+        )
         .await;
         let seen = if ok {
             status.last_successful_time
         } else {
             status.last_failure_time
         };
-        assert_eq!(seen.map(|t| t.0.to_string()).as_deref(), Some(at), "{name}: dated by the run");
+        assert_eq!(
+            seen.map(|t| t.0.to_string()).as_deref(),
+            Some(at),
+            "{name}: dated by the run"
+        );
         assert!(
-            status.active.iter().all(|a| a.name.as_deref() != Some(&first[&name])),
+            status
+                .active
+                .iter()
+                .all(|a| a.name.as_deref() != Some(&first[&name])),
             "{name}: a finished run leaves status.active"
         );
     }
@@ -370,9 +417,190 @@ pub async fn every_kind_runs_its_slot_and_finishes_by_its_rule(ctx: Ctx) {
         .collect();
     for kind in &KINDS {
         let wanted = format!("Created {} ", kind.kind);
-        assert!(notes.iter().any(|n| n.starts_with(&wanted)), "no Event {wanted:?} in {notes:?}");
+        assert!(
+            notes.iter().any(|n| n.starts_with(&wanted)),
+            "no Event {wanted:?} in {notes:?}"
+        );
     }
     drop(manager);
-    let _ = cronjobs.delete_collection(&DeleteParams::default(), &ListParams::default()).await;
+    let _ = cronjobs
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    env.cleanup().await;
+}
+
+/// (b) The concurrency policies, history limits, the failure policy and TTLs, for workloads:
+/// Forbid holds the next slot while its RayJob runs (`JobAlreadyActive`); Replace deletes the
+/// running PipelineRun (background propagation) for the next; Enqueue queues the next slot
+/// behind its TrainJob and runs it once that finishes; a Widget CronJob keeping one success
+/// trims the older; a Workflow that fails suspends its CronJob; a finished JobSet goes when the
+/// manager's default TTL, written in its own TTL field, expires.
+pub async fn policies_history_failures_and_ttls_hold_for_any_kind(ctx: Ctx) {
+    use crate::observe::wait_event;
+    let env = Env::new(&ctx).await;
+    install(&env.client, &KINDS).await;
+    let cronjobs = env.api::<CronJob>();
+    let with = |name: &str, kind: &Kind, edit: &dyn Fn(&mut Value)| {
+        let mut cj = cronjob(name, kind, json!({"x": 1}));
+        edit(&mut cj);
+        cj
+    };
+    let objects = [
+        with("forbid", &RAYJOB, &|cj| {
+            cj["spec"]["concurrencyPolicy"] = json!("Forbid")
+        }),
+        with("replace", &PIPELINERUN, &|cj| {
+            cj["spec"]["concurrencyPolicy"] = json!("Replace")
+        }),
+        with("enqueue", &TRAINJOB, &|cj| {
+            cj["spec"]["concurrencyPolicy"] = json!("Enqueue")
+        }),
+        with("history", &WIDGET, &|cj| {
+            // Kept by its own TTL well past the case: only the history limit deletes.
+            cj["spec"]["workloadTemplate"]["metadata"]["annotations"] =
+                json!({"batch.kronjob.dev/ttl-seconds-after-finished": "3600"});
+        }),
+        with("failing", &WORKFLOW, &|cj| {
+            cj["spec"]["failurePolicy"] = json!({"suspendAfterConsecutiveFailures": 1});
+        }),
+        with("ttl", &JOBSET, &|_| {}),
+    ];
+    for object in objects {
+        apply(&cronjobs, object).await;
+    }
+    let mut manager = env.manager(&[&kinds_flag(&KINDS), "--default-job-ttl=5s"]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let first = |kind: Kind, name: &'static str| {
+        let env = &env;
+        async move {
+            let made = wait_workloads(env, &kind, name, 1, Duration::from_secs(75)).await;
+            made[0].name_any()
+        }
+    };
+    let forbid = first(RAYJOB, "forbid").await;
+    let replace = first(PIPELINERUN, "replace").await;
+    let enqueue = first(TRAINJOB, "enqueue").await;
+    let history = first(WIDGET, "history").await;
+    let failing = first(WORKFLOW, "failing").await;
+    let ttl = first(JOBSET, "ttl").await;
+    for (kind, name) in [
+        (&RAYJOB, &forbid),
+        (&PIPELINERUN, &replace),
+        (&TRAINJOB, &enqueue),
+    ] {
+        set_status(&env, kind, name, running(kind)).await;
+    }
+    let now = jiff::Timestamp::now().to_string();
+    set_status(&env, &WIDGET, &history, finished(&WIDGET, true, &now)).await;
+    // The JobSet carries the default TTL in its own field, and goes once it expires.
+    let jobset = JOBSET.api(&env).get(&ttl).await.expect("the JobSet");
+    assert_eq!(jobset.data["spec"]["ttlSecondsAfterFinished"], 5);
+    set_status(&env, &JOBSET, &ttl, finished(&JOBSET, true, &now)).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the JobSet deleted by its TTL",
+        || async {
+            JOBSET
+                .api(&env)
+                .get_opt(&ttl)
+                .await
+                .ok()?
+                .is_none()
+                .then_some(())
+        },
+    )
+    .await;
+    // A failed Workflow suspends its CronJob (suspendAfterConsecutiveFailures: 1).
+    set_status(&env, &WORKFLOW, &failing, finished(&WORKFLOW, false, &now)).await;
+    wait_for(Duration::from_secs(30), "failing suspended", || async {
+        let cj = cronjobs.get("failing").await.ok()?;
+        let ready = cj
+            .status?
+            .conditions
+            .into_iter()
+            .find(|c| c.type_ == "Ready")?;
+        (cj.spec.suspend == Some(true) && ready.reason == "SuspendedAfterFailures").then_some(())
+    })
+    .await;
+    // The next slot: Forbid holds, Replace replaces, Enqueue queues, history runs again.
+    let until = Duration::from_secs(75);
+    wait_event(&env, "forbid", "JobAlreadyActive", "", until).await;
+    assert_eq!(
+        workloads_of(&env, &RAYJOB, "forbid").await.len(),
+        1,
+        "Forbid held"
+    );
+    let replaced = wait_workloads(&env, &PIPELINERUN, "replace", 1, until).await;
+    wait_for(
+        Duration::from_secs(30),
+        "the running PipelineRun replaced",
+        || async {
+            let items = workloads_of(&env, &PIPELINERUN, "replace").await;
+            (items.len() == 1 && items[0].name_any() != replace).then_some(())
+        },
+    )
+    .await;
+    drop(replaced);
+    wait_event(
+        &env,
+        "replace",
+        "SuccessfulDelete",
+        &format!("Deleted PipelineRun {replace}"),
+        until,
+    )
+    .await;
+    let queued = wait_for(until, "enqueue's next slot queued", || async {
+        let status = cronjobs.get_status("enqueue").await.ok()?.status?;
+        status.queued.first().map(|t| t.0)
+    })
+    .await;
+    assert_eq!(
+        workloads_of(&env, &TRAINJOB, "enqueue").await.len(),
+        1,
+        "queued, not run"
+    );
+    set_status(&env, &TRAINJOB, &enqueue, finished(&TRAINJOB, true, &now)).await;
+    let dequeued = format!("enqueue-{}", queued.as_second() / 60);
+    wait_for(
+        Duration::from_secs(30),
+        "the queued slot's TrainJob",
+        || async {
+            let items = workloads_of(&env, &TRAINJOB, "enqueue").await;
+            items.iter().any(|o| o.name_any() == dequeued).then_some(())
+        },
+    )
+    .await;
+    let second = wait_for(until, "history's next Widget", || async {
+        let items = workloads_of(&env, &WIDGET, "history").await;
+        items
+            .into_iter()
+            .map(|o| o.name_any())
+            .find(|n| *n != history)
+    })
+    .await;
+    set_status(
+        &env,
+        &WIDGET,
+        &second,
+        finished(&WIDGET, true, &jiff::Timestamp::now().to_string()),
+    )
+    .await;
+    wait_for(
+        Duration::from_secs(30),
+        "the older Widget trimmed",
+        || async {
+            let names: Vec<String> = workloads_of(&env, &WIDGET, "history")
+                .await
+                .into_iter()
+                .map(|o| o.name_any())
+                .collect();
+            (names == [second.clone()]).then_some(())
+        },
+    )
+    .await;
+    drop(manager);
+    let _ = cronjobs
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
     env.cleanup().await;
 }

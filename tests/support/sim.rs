@@ -104,7 +104,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
         shared,
         args,
         metrics.clone(),
-        None,
+        (None, None),
         move || {
             let _ = tx.send(());
         },

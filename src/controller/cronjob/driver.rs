@@ -27,7 +27,7 @@ use crate::controller::cache::{CachedCronJob, SlimJob};
 use crate::controller::calendars::{self, CalendarIndex};
 use crate::controller::owner_index::{self, IndexWriter, OwnerIndex};
 use crate::controller::slot_records::{self, SlotRecords};
-use crate::controller::ttl::JobTap;
+use crate::controller::ttl::{JobTap, WorkloadTap};
 use crate::controller::workloads::Workloads;
 use crate::controller::{Scope, Shared, shard};
 use crate::task::{TaskError, TaskSet};
@@ -72,7 +72,7 @@ pub async fn run(
     shared: Shared,
     args: ReconcilerArgs,
     metrics: ReconcilerMetrics,
-    tap: Option<JobTap>,
+    (tap, workload_tap): (Option<JobTap>, Option<WorkloadTap>),
     ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
 ) -> Result<(), TaskError> {
@@ -89,6 +89,9 @@ pub async fn run(
     );
     let (calendars, calendar_writer) = CalendarIndex::new();
     ctx.calendars = calendars;
+    if let Some(tap) = workload_tap {
+        ctx.workloads.hand_to_ttl(tap);
+    }
     let background_stop = CancellationToken::new();
     let mut workers = TaskSet::new(&shared.tasks, background_stop.clone());
     background.spawn(&mut workers);

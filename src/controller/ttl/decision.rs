@@ -8,7 +8,7 @@ use k8s_openapi::api::batch::v1::Job;
 use k8s_openapi::api::core::v1::Pod;
 
 use crate::api::ANNOTATION_TTL;
-use crate::workload as jobs;
+use crate::workload::{self as jobs, Workload};
 
 /// What the TTL controller should do with one object, as of a given instant.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +49,24 @@ pub fn job_ttl_state(job: &Job, now: Timestamp) -> TtlState {
         return TtlState::NotCandidate;
     };
     match jobs::job_finish(job) {
+        None => TtlState::NotCandidate,
+        Some(jobs::Finish { at: None, .. }) => TtlState::Error(DecisionError::MissingFinishTime),
+        Some(jobs::Finish {
+            at: Some(finished), ..
+        }) => expiry(finished, i64::from(ttl), now),
+    }
+}
+
+/// The TTL state of a workload of any kind at `now`: its TTL (its kind's own field, else the
+/// annotation kronjob writes) from its finish as its kind's rule dates it.
+pub fn workload_ttl_state(workload: &Workload, now: Timestamp) -> TtlState {
+    if workload.metadata.deletion_timestamp.is_some() {
+        return TtlState::NotCandidate;
+    }
+    let Some(ttl) = workload.ttl else {
+        return TtlState::NotCandidate;
+    };
+    match workload.finish {
         None => TtlState::NotCandidate,
         Some(jobs::Finish { at: None, .. }) => TtlState::Error(DecisionError::MissingFinishTime),
         Some(jobs::Finish {
@@ -450,6 +468,96 @@ mod tests {
                 }),
                 "{bad:?}"
             );
+        }
+    }
+
+    /// A workload of another kind, read through its kind's row, from JSON pieces.
+    fn workload(
+        kind: (&str, &str),
+        spec: serde_json::Value,
+        status: serde_json::Value,
+        annotations: serde_json::Value,
+    ) -> Workload {
+        let object: kube::api::DynamicObject = serde_json::from_value(json!({
+            "apiVersion": kind.0,
+            "kind": kind.1,
+            "metadata": {"name": "w", "namespace": "ns", "uid": "u1", "annotations": annotations},
+            "spec": spec,
+            "status": status,
+        }))
+        .expect("an object");
+        let group = kind.0.split_once('/').map_or("", |(g, _)| g);
+        Workload::of_object(&object, crate::workload::kinds::known(group, kind.1))
+    }
+
+    #[test]
+    fn a_workload_expires_by_its_kinds_ttl_field_or_the_annotation() {
+        let now = ts(NOW);
+        let done = |at: &str| json!({"conditions": [{"type": "Completed", "status": "True", "lastTransitionTime": at}]});
+        let jobset = ("jobset.x-k8s.io/v1alpha2", "JobSet");
+        let cases: Vec<(&str, Workload, TtlState)> = vec![
+            (
+                "the kind's own field",
+                workload(
+                    jobset,
+                    json!({"ttlSecondsAfterFinished": 60}),
+                    done("2024-03-10T11:58:00Z"),
+                    json!({}),
+                ),
+                TtlState::Expired {
+                    expired_at: ts("2024-03-10T11:59:00Z"),
+                },
+            ),
+            (
+                "not yet",
+                workload(
+                    jobset,
+                    json!({"ttlSecondsAfterFinished": 60}),
+                    done("2024-03-10T11:59:30Z"),
+                    json!({}),
+                ),
+                TtlState::Wait(secs(30)),
+            ),
+            (
+                "running",
+                workload(
+                    jobset,
+                    json!({"ttlSecondsAfterFinished": 60}),
+                    json!({}),
+                    json!({}),
+                ),
+                TtlState::NotCandidate,
+            ),
+            (
+                "no TTL",
+                workload(jobset, json!({}), done("2024-03-10T11:58:00Z"), json!({})),
+                TtlState::NotCandidate,
+            ),
+            (
+                "a kind without a field: the annotation",
+                workload(
+                    ("tekton.dev/v1", "PipelineRun"),
+                    json!({}),
+                    json!({"conditions": [{"type": "Succeeded", "status": "False", "lastTransitionTime": "2024-03-10T11:00:00Z"}]}),
+                    json!({ANNOTATION_TTL: "600"}),
+                ),
+                TtlState::Expired {
+                    expired_at: ts("2024-03-10T11:10:00Z"),
+                },
+            ),
+            (
+                "finished without a time",
+                workload(
+                    ("ray.io/v1", "RayJob"),
+                    json!({}),
+                    json!({"jobDeploymentStatus": "Failed"}),
+                    json!({ANNOTATION_TTL: "0"}),
+                ),
+                TtlState::Error(DecisionError::MissingFinishTime),
+            ),
+        ];
+        for (name, w, want) in cases {
+            assert_eq!(workload_ttl_state(&w, now), want, "{name}");
         }
     }
 }

@@ -13,14 +13,17 @@ pub enum ObjectKind {
     Job,
     /// A core/v1 Pod.
     Pod,
+    /// A workload of another kind a CronJob runs.
+    Workload,
 }
 
 impl ObjectKind {
-    /// The label value: `job` or `pod`.
+    /// The label value: `job`, `pod` or `workload`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Job => "job",
             Self::Pod => "pod",
+            Self::Workload => "workload",
         }
     }
 }
@@ -79,7 +82,7 @@ impl TtlMetrics {
         );
         // Export zeros from the start, so dashboards and alerts see the series before the
         // first deletion.
-        for kind in [ObjectKind::Job, ObjectKind::Pod] {
+        for kind in [ObjectKind::Job, ObjectKind::Pod, ObjectKind::Workload] {
             let labels = KindLabels {
                 kind: kind.as_str(),
             };

@@ -58,10 +58,13 @@ use crate::clock::Clock;
 use crate::controller::Shared;
 use crate::controller::cache::SlimJob;
 use crate::controller::events::Recorder;
+use crate::controller::owner_index::job_watch_config;
 use crate::controller::shard::{self, ShardView};
 use crate::controller::slot_records::SlotRecords;
+use crate::controller::workloads::{Resolved, WorkloadApi};
 use crate::task::TaskError;
-use crate::workload::{self as jobs, Deletion};
+use crate::workload::cel::Completion;
+use crate::workload::{self as jobs, Deletion, Workload};
 use decision::{DecisionError, TtlState};
 pub use metrics::{ObjectKind, TtlMetrics};
 use tokio_util::sync::CancellationToken;
@@ -203,13 +206,7 @@ impl Error {
 
 /// An object kind the TTL controller can handle.
 trait TtlObject:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + DeserializeOwned
-    + Debug
-    + Send
-    + Sync
-    + 'static
+    Resource<DynamicType = (), Scope = NamespaceResourceScope> + Clone + Debug + Send + Sync + 'static
 {
     const KIND: ObjectKind;
     /// The decision at `now`.
@@ -234,6 +231,52 @@ trait TtlObject:
     fn slot_recorded(&self, _records: &SlotRecords) -> bool {
         true
     }
+    /// It as the API server has it now (`None`: gone).
+    fn fresh(
+        &self,
+        client: &Client,
+        namespace: &str,
+    ) -> BoxFuture<'static, Result<Option<Self>, kube::Error>>;
+    /// Delete it (`name`) while its UID is `uid`, with [`TtlObject::PROPAGATION`].
+    fn delete(
+        &self,
+        client: &Client,
+        namespace: &str,
+        uid: &str,
+    ) -> BoxFuture<'static, Result<Deletion, kube::Error>>;
+    /// What an Event about it names.
+    fn reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        self.object_ref(&())
+    }
+}
+
+/// [`TtlObject::fresh`] of a kind with a typed API.
+fn typed_fresh<K>(
+    obj: &K,
+    client: &Client,
+    namespace: &str,
+) -> BoxFuture<'static, Result<Option<K>, kube::Error>>
+where
+    K: TtlObject + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let name = obj.name_any();
+    async move { api.get_opt(&name).await }.boxed()
+}
+
+/// [`TtlObject::delete`] of a kind with a typed API.
+fn typed_delete<K>(
+    obj: &K,
+    client: &Client,
+    namespace: &str,
+    uid: &str,
+) -> BoxFuture<'static, Result<Deletion, kube::Error>>
+where
+    K: TtlObject + DeserializeOwned,
+{
+    let api: Api<K> = Api::namespaced(client.clone(), namespace);
+    let (name, uid) = (obj.name_any(), uid.to_string());
+    async move { jobs::delete_guarded(&api, &name, Some(&uid), K::PROPAGATION).await }.boxed()
 }
 
 /// Jobs are watched and read decoded slim ([`SlimJob`]: no pod template, no managedFields).
@@ -280,7 +323,24 @@ impl TtlObject for SlimJob {
     }
 
     fn slot_recorded(&self, records: &SlotRecords) -> bool {
-        records.deletable(&self.0)
+        records.deletable(&self.0.metadata)
+    }
+
+    fn fresh(
+        &self,
+        client: &Client,
+        namespace: &str,
+    ) -> BoxFuture<'static, Result<Option<Self>, kube::Error>> {
+        typed_fresh(self, client, namespace)
+    }
+
+    fn delete(
+        &self,
+        client: &Client,
+        namespace: &str,
+        uid: &str,
+    ) -> BoxFuture<'static, Result<Deletion, kube::Error>> {
+        typed_delete(self, client, namespace, uid)
     }
 }
 
@@ -323,6 +383,136 @@ impl TtlObject for Pod {
             self.metadata.namespace.as_deref().unwrap_or_default(),
             self.metadata.name.as_deref().unwrap_or_default(),
         )
+    }
+
+    fn fresh(
+        &self,
+        client: &Client,
+        namespace: &str,
+    ) -> BoxFuture<'static, Result<Option<Self>, kube::Error>> {
+        typed_fresh(self, client, namespace)
+    }
+
+    fn delete(
+        &self,
+        client: &Client,
+        namespace: &str,
+        uid: &str,
+    ) -> BoxFuture<'static, Result<Deletion, kube::Error>> {
+        typed_delete(self, client, namespace, uid)
+    }
+}
+
+/// A workload of a kind other than Job, as its kind's watch hands it over ([`WorkloadTap`]):
+/// read through its kind's rule (or its CronJob's completion rule), with its kind as served.
+#[derive(Debug, Clone)]
+pub struct TtlWorkload {
+    /// The workload.
+    pub workload: Workload,
+    /// Its kind, as served.
+    pub kind: Arc<Resolved>,
+    /// Its CronJob's completion rule, for a kind without a rule.
+    pub completion: Option<Arc<Completion>>,
+}
+
+impl Resource for TtlWorkload {
+    type DynamicType = ();
+    type Scope = NamespaceResourceScope;
+
+    // Requests go through the kind as served (`kind`); these name the wrapper only.
+    fn kind(_: &()) -> std::borrow::Cow<'_, str> {
+        "Workload".into()
+    }
+    fn group(_: &()) -> std::borrow::Cow<'_, str> {
+        "".into()
+    }
+    fn version(_: &()) -> std::borrow::Cow<'_, str> {
+        "v1".into()
+    }
+    fn plural(_: &()) -> std::borrow::Cow<'_, str> {
+        "workloads".into()
+    }
+    fn meta(&self) -> &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &self.workload.metadata
+    }
+    fn meta_mut(&mut self) -> &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta {
+        &mut self.workload.metadata
+    }
+}
+
+impl TtlObject for TtlWorkload {
+    const KIND: ObjectKind = ObjectKind::Workload;
+    const PROPAGATION: PropagationPolicy = PropagationPolicy::Foreground;
+
+    fn ttl_state(&self, now: Timestamp) -> TtlState {
+        decision::workload_ttl_state(&self.workload, now)
+    }
+
+    fn finish_time(&self) -> Option<Timestamp> {
+        self.workload.finish.and_then(|f| f.at)
+    }
+
+    fn in_scope(&self, scope: TtlScope) -> bool {
+        // kronjob's own, unless the TTL controller deletes nothing of the kind.
+        scope != TtlScope::Off && jobs::is_controlled_by_kronjob(&self.workload.metadata)
+    }
+
+    fn watch_config(_scope: TtlScope) -> watcher::Config {
+        // Never watched here: its kind's watch hands it over.
+        job_watch_config()
+    }
+
+    fn labelled(_scope: TtlScope) -> bool {
+        true
+    }
+
+    fn slim(&mut self) {}
+
+    fn shard_key(&self) -> String {
+        shard::workload_key(&self.workload.metadata)
+    }
+
+    fn slot_recorded(&self, records: &SlotRecords) -> bool {
+        records.deletable(&self.workload.metadata)
+    }
+
+    fn fresh(
+        &self,
+        client: &Client,
+        namespace: &str,
+    ) -> BoxFuture<'static, Result<Option<Self>, kube::Error>> {
+        let api = WorkloadApi::new(client.clone(), namespace, &self.kind);
+        let name = self.workload.name().to_string();
+        let (kind, completion) = (Arc::clone(&self.kind), self.completion.clone());
+        async move {
+            let Some(mut workload) = api.get_opt(&name).await? else {
+                return Ok(None);
+            };
+            if let Some(completion) = &completion {
+                workload.judge(completion);
+            }
+            Ok(Some(TtlWorkload {
+                workload,
+                kind,
+                completion,
+            }))
+        }
+        .boxed()
+    }
+
+    fn delete(
+        &self,
+        client: &Client,
+        namespace: &str,
+        uid: &str,
+    ) -> BoxFuture<'static, Result<Deletion, kube::Error>> {
+        let api = WorkloadApi::new(client.clone(), namespace, &self.kind);
+        let (name, uid) = (self.workload.name().to_string(), uid.to_string());
+        async move { api.delete(&name, Some(&uid), Self::PROPAGATION).await }.boxed()
+    }
+
+    fn reference(&self) -> k8s_openapi::api::core::v1::ObjectReference {
+        self.workload.reference()
     }
 }
 
@@ -450,8 +640,7 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
     // urgent lane (Job creates at a slot) is idle.
     let _permit = ctx.permits.acquire().await;
     ctx.gate.background().await;
-    let api: Api<K> = Api::namespaced(ctx.client.clone(), &namespace);
-    let fresh = match api.get_opt(&name).await {
+    let fresh = match obj.fresh(&ctx.client, &namespace).await {
         Ok(Some(fresh)) => fresh,
         Ok(None) => {
             debug!(kind, %namespace, %name, "already gone");
@@ -479,7 +668,7 @@ async fn reconcile_inner<K: TtlObject>(obj: &K, ctx: &Context) -> Result<Action,
     let Some(uid) = fresh.uid() else {
         return Err(Error::MissingMetadata { kind, name });
     };
-    match jobs::delete_guarded(&api, &name, Some(&uid), K::PROPAGATION).await {
+    match fresh.delete(&ctx.client, &namespace, &uid).await {
         Ok(Deletion::Deleted) => {
             let delay = ctx.clock.now().duration_since(expired_at);
             ctx.metrics.deleted(K::KIND, delay.as_secs_f64());
@@ -555,7 +744,7 @@ async fn undecidable<K: TtlObject>(
         action: "TTLAfterFinished".into(),
         secondary: None,
     };
-    if let Err(source) = ctx.recorder.publish(&event, &obj.object_ref(&())).await {
+    if let Err(source) = ctx.recorder.publish(&event, &obj.reference()).await {
         return Err(Error::Event {
             kind,
             namespace: namespace.to_owned(),
@@ -660,6 +849,76 @@ impl JobTap {
     }
 }
 
+/// The sending side of the workload watches' hand-over to the TTL controller: the watch of each
+/// kind other than Job ([`crate::controller::workloads`]) hands over the events of its
+/// workloads the TTL controller would keep, each kind to a pipeline of its own.
+#[derive(Clone)]
+pub struct WorkloadTap {
+    tx: UnboundedSender<(Arc<Resolved>, watcher::Event<TtlWorkload>)>,
+    clock: Arc<dyn Clock>,
+}
+
+impl Debug for WorkloadTap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WorkloadTap").finish_non_exhaustive()
+    }
+}
+
+/// The receiving side of a [`WorkloadTap`], for [`run`].
+pub struct TappedWorkloads(UnboundedReceiver<(Arc<Resolved>, watcher::Event<TtlWorkload>)>);
+
+impl Debug for TappedWorkloads {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TappedWorkloads").finish_non_exhaustive()
+    }
+}
+
+/// A workload tap and its receiving side.
+pub fn workload_tap(clock: Arc<dyn Clock>) -> (WorkloadTap, TappedWorkloads) {
+    let (tx, rx) = unbounded();
+    (WorkloadTap { tx, clock }, TappedWorkloads(rx))
+}
+
+impl WorkloadTap {
+    /// Hand over `event` of a workload of `kind` if the TTL controller would keep it (a re-list
+    /// always: it replaces what the kind's pipeline holds).
+    pub fn forward(&self, kind: &Arc<Resolved>, event: watcher::Event<TtlWorkload>) {
+        if event_worth_keeping(&event, self.clock.now()) {
+            let _ = self.tx.unbounded_send((Arc::clone(kind), event));
+        }
+    }
+}
+
+/// Hand each kind's events to a pipeline of its own (started on its first event), until
+/// `shutdown`.
+async fn dispatch_workloads(
+    TappedWorkloads(mut events): TappedWorkloads,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) {
+    let mut kinds: HashMap<
+        Arc<crate::workload::WorkloadType>,
+        UnboundedSender<watcher::Event<TtlWorkload>>,
+    > = HashMap::new();
+    let mut runs = futures::stream::FuturesUnordered::new();
+    loop {
+        tokio::select! {
+            () = shutdown.cancelled() => return,
+            Some(()) = runs.next(), if !runs.is_empty() => {}
+            next = events.next() => {
+                let Some((kind, event)) = next else { return };
+                let tx = kinds.entry(Arc::clone(&kind.type_)).or_insert_with(|| {
+                    let (tx, rx) = unbounded();
+                    let pipeline = pipeline_of(rx.map(Ok).boxed(), Arc::clone(&ctx), shutdown.clone());
+                    runs.push(pipeline.run);
+                    tx
+                });
+                let _ = tx.unbounded_send(event);
+            }
+        }
+    }
+}
+
 /// A watch of one kind and namespace: `listed` resolves once its cache has listed (with how
 /// many objects it holds), `run` reconciles every object that can expire until `shutdown`.
 struct Pipeline {
@@ -668,7 +927,11 @@ struct Pipeline {
 }
 
 /// Watch `api` and reconcile every object that can expire, until `shutdown`.
-fn pipeline<K: TtlObject>(api: Api<K>, ctx: Arc<Context>, shutdown: CancellationToken) -> Pipeline {
+fn pipeline<K: TtlObject + DeserializeOwned>(
+    api: Api<K>,
+    ctx: Arc<Context>,
+    shutdown: CancellationToken,
+) -> Pipeline {
     let config = K::watch_config(ctx.scope);
     let objects = if K::labelled(ctx.scope) {
         shard::watch(api, config, &ctx.shard, None)
@@ -751,10 +1014,17 @@ pub async fn run(
     args: TtlArgs,
     metrics: TtlMetrics,
     jobs: Option<TappedJobs>,
+    workloads: Option<TappedWorkloads>,
     ready: impl FnOnce() + Send,
     shutdown: CancellationToken,
 ) -> Result<(), TaskError> {
     let ctx = Arc::new(Context::new(&shared, metrics, args.ttl_jobs));
+    let workloads = match workloads {
+        Some(tapped) if args.ttl_jobs != TtlScope::Off => {
+            dispatch_workloads(tapped, Arc::clone(&ctx), shutdown.clone()).boxed()
+        }
+        _ => future::pending().boxed(),
+    };
     let mut pipelines = Vec::new();
     match (args.ttl_jobs, jobs) {
         (TtlScope::Off, _) => {}
@@ -787,6 +1057,7 @@ pub async fn run(
     tokio::select! {
         _ = future::join_all(runs) => {}
         () = started => {}
+        () = workloads => {}
     }
     info!("TTL-after-finished controller stopped");
     if shutdown.is_cancelled() {

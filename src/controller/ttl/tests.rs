@@ -566,6 +566,7 @@ async fn run_returns_at_once_when_everything_is_off() {
             args,
             TtlMetrics::new(&mut registry),
             None,
+            None,
             || {},
             CancellationToken::new(),
         ),
@@ -661,6 +662,7 @@ async fn with_the_index_tap_no_job_watch_is_made_and_only_candidates_are_handed_
         args,
         metrics,
         Some(tapped),
+        None,
         ready,
         stop.clone(),
     ));
@@ -720,7 +722,7 @@ async fn run_lists_with_the_selector_deletes_the_expired_job_and_stops_on_shutdo
     let ready = move || {
         let _ = synced.send(());
     };
-    let controller = tokio::spawn(run(shared, args, metrics, None, ready, stop.clone()));
+    let controller = tokio::spawn(run(shared, args, metrics, None, None, ready, stop.clone()));
     assert!(listed.try_recv().is_err(), "not synced before the list");
 
     let mut unowned = job_json("other-uid", 0, NOW);
@@ -846,6 +848,7 @@ async fn with_ttl_pods_run_lists_and_watches_finished_pods_beside_the_jobs() {
         shared,
         args,
         TtlMetrics::new(&mut registry),
+        None,
         None,
         ready,
         stop.clone(),

@@ -40,6 +40,9 @@ use super::cache::CachedCronJob;
 use super::cronjob::status::reason;
 use super::owner_index::{self, IndexWriter, OwnerIndex};
 use super::shard::{self, ShardView};
+use super::ttl::{TtlWorkload, WorkloadTap};
+use crate::api::CompletionRule;
+use crate::workload::cel::Completion;
 use crate::workload::{Workload, WorkloadType, kinds as table};
 
 /// How often a kind that is not installed, or not granted to the manager, is looked up again.
@@ -91,12 +94,17 @@ struct Shared {
     /// Ends every kind's task.
     stop: CancellationToken,
     state: Mutex<State>,
+    /// Where the workloads' events go for the TTL controller, once it is running.
+    ttl: std::sync::OnceLock<WorkloadTap>,
 }
 
 #[derive(Default)]
 struct State {
     /// The kind each CronJob names, for the CronJobs that name another kind than Job.
     users: HashMap<ObjectRef<CachedCronJob>, Arc<WorkloadType>>,
+    /// The completion rule of each CronJob that has one, compiled (what the TTL controller
+    /// judges its workloads by).
+    rules: HashMap<ObjectRef<CachedCronJob>, Arc<Completion>>,
     kinds: HashMap<Arc<WorkloadType>, Kind>,
 }
 
@@ -129,8 +137,14 @@ impl Workloads {
                 wake,
                 stop,
                 state: Mutex::default(),
+                ttl: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// From now on, hand the TTL controller the workloads of every kind watched.
+    pub fn hand_to_ttl(&self, tap: WorkloadTap) {
+        let _ = self.shared.ttl.set(tap);
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -173,11 +187,47 @@ impl Workloads {
     pub fn observe(&self, event: &watcher::Event<CachedCronJob>) {
         match event {
             watcher::Event::Apply(cj) | watcher::Event::InitApply(cj) => {
+                self.ruled(ObjectRef::from_obj(cj), cj.spec.completion.as_deref());
                 self.named(ObjectRef::from_obj(cj), cj.workload_type());
             }
-            watcher::Event::Delete(cj) => self.named(ObjectRef::from_obj(cj), None),
+            watcher::Event::Delete(cj) => {
+                self.ruled(ObjectRef::from_obj(cj), None);
+                self.named(ObjectRef::from_obj(cj), None);
+            }
             watcher::Event::Init | watcher::Event::InitDone => {}
         }
+    }
+
+    /// `cronjob` now has the completion rule `rule` (compiled, unless it does not compile:
+    /// then its workloads are judged by nothing, and its reconcile says why).
+    fn ruled(&self, cronjob: ObjectRef<CachedCronJob>, rule: Option<&CompletionRule>) {
+        let mut state = self.state();
+        let compiled =
+            rule.and_then(|rule| Completion::compile(&rule.succeeded, &rule.failed).ok());
+        let same = match (state.rules.get(&cronjob), rule) {
+            (Some(kept), Some(rule)) => {
+                kept.source() == (rule.succeeded.as_str(), rule.failed.as_str())
+            }
+            (None, None) => true,
+            _ => false,
+        };
+        if same {
+            return;
+        }
+        match compiled {
+            Some(compiled) => {
+                state.rules.insert(cronjob, Arc::new(compiled));
+            }
+            None => {
+                state.rules.remove(&cronjob);
+            }
+        }
+    }
+
+    /// The completion rule of the CronJob `owner` of `namespace`, if it has one.
+    fn rule_of(&self, namespace: &str, owner: &str) -> Option<Arc<Completion>> {
+        let key = ObjectRef::new(owner).within(namespace);
+        self.state().rules.get(&key).cloned()
     }
 
     /// `cronjob` now names `type_` (`None`: no kind, or a Job).
@@ -415,6 +465,9 @@ impl Workloads {
             let row = kind.row;
             let owners =
                 writers[i].apply_workload_event(&event, |object| Workload::of_object(object, row));
+            if let Some(tap) = shared.ttl.get() {
+                tap.forward(&kind, self.for_ttl(&kind, &event));
+            }
             for (namespace, owner) in owners {
                 let _ = shared
                     .wake
@@ -425,6 +478,50 @@ impl Workloads {
             }
         }
         None
+    }
+}
+
+impl Workloads {
+    /// `event` as the TTL controller takes it: each workload read through its kind's rule, or
+    /// judged by its CronJob's completion rule.
+    fn for_ttl(
+        &self,
+        kind: &Arc<Resolved>,
+        event: &watcher::Event<DynamicObject>,
+    ) -> watcher::Event<TtlWorkload> {
+        let read = |object: &DynamicObject| {
+            let mut workload = Workload::of_object(object, kind.row);
+            let completion = match kind.row {
+                Some(_) => None,
+                None => {
+                    let owner = object
+                        .metadata
+                        .owner_references
+                        .iter()
+                        .flatten()
+                        .find(|o| o.controller == Some(true))
+                        .map(|o| o.name.clone())
+                        .unwrap_or_default();
+                    let namespace = object.metadata.namespace.clone().unwrap_or_default();
+                    self.rule_of(&namespace, &owner)
+                }
+            };
+            if let Some(completion) = &completion {
+                workload.judge(completion);
+            }
+            TtlWorkload {
+                workload,
+                kind: Arc::clone(kind),
+                completion,
+            }
+        };
+        match event {
+            watcher::Event::Apply(o) => watcher::Event::Apply(read(o)),
+            watcher::Event::Delete(o) => watcher::Event::Delete(read(o)),
+            watcher::Event::Init => watcher::Event::Init,
+            watcher::Event::InitApply(o) => watcher::Event::InitApply(read(o)),
+            watcher::Event::InitDone => watcher::Event::InitDone,
+        }
     }
 }
 
