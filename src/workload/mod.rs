@@ -11,7 +11,8 @@
 //! - [`read`]: which CronJob controls a workload and what it ran for (its metadata), how a Job
 //!   finished (pure);
 //! - [`dry_run`]: the template checked as the API server checks a batch/v1 CronJob's (a
-//!   `dryRun=All` create of one carrying it);
+//!   `dryRun=All` create of one carrying it), a workload template by a `dryRun=All` create of
+//!   its kind;
 //! - [`delete`]: delete by name only while the UID is the one decided on.
 
 pub mod backfill;
