@@ -316,7 +316,8 @@ impl Manager {
         let stopped = Arc::clone(&self.health);
         let env = webhook::Env {
             client: Some(self.client.clone()),
-            dry_run: Some(self.side.clone()),
+            api: Some(Arc::new(self.side.clone())),
+            workload_kinds: args.reconciler.workload_kinds.clone(),
             clock: Arc::clone(&self.clock),
             tasks: self.directory.clone(),
             connections: self.metrics.https.server("webhook"),

@@ -26,6 +26,11 @@ impl AllowedKinds {
         self.0.contains(&(plural.to_string(), group.to_string()))
     }
 
+    /// Whether any resource of `group` may be created.
+    pub fn allows_group(&self, group: &str) -> bool {
+        self.0.iter().any(|(_, g)| g == group)
+    }
+
     /// The kinds, as `RESOURCE.GROUP`.
     pub fn names(&self) -> impl Iterator<Item = String> + '_ {
         self.0
@@ -88,6 +93,9 @@ mod tests {
         assert!(allowed.allows("jobs", "batch"));
         assert!(allowed.allows("jobsets", "jobset.x-k8s.io"));
         assert!(!allowed.allows("jobs", "batch.volcano.sh"));
+        assert!(allowed.allows_group("ray.io"));
+        assert!(!allowed.allows_group("batch.volcano.sh"));
+        assert!(!allowed.allows_group("io"), "a whole group, not a suffix");
         assert_eq!(
             allowed.to_string(),
             "jobs.batch,jobsets.jobset.x-k8s.io,rayjobs.ray.io"

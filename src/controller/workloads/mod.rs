@@ -525,8 +525,9 @@ impl Workloads {
     }
 }
 
-/// The problem of a kind not in `--workload-kinds`.
-fn not_allowed(name: &str, allowed: &AllowedKinds) -> Problem {
+/// The problem of a kind not in `--workload-kinds` (the webhook refuses such a CronJob with its
+/// message).
+pub fn not_allowed(name: &str, allowed: &AllowedKinds) -> Problem {
     Problem {
         reason: reason::WORKLOAD_KIND_NOT_ALLOWED,
         message: format!(
@@ -549,7 +550,7 @@ fn kind_not_found(type_: &WorkloadType) -> Problem {
 }
 
 /// Whether a discovery error says the group, version or kind does not exist.
-fn not_found(error: &kube::Error) -> bool {
+pub fn not_found(error: &kube::Error) -> bool {
     match error {
         kube::Error::Api(s) => s.code == 404,
         kube::Error::Discovery(_) => true,
