@@ -1386,9 +1386,10 @@ async fn a_workload_is_judged_by_its_kind_its_authors_access_and_its_own_dry_run
     assert_eq!(response["allowed"], true, "{response}");
     assert_eq!(
         warnings(&response),
-        json!([
-            "spec.workloadTemplate: the API server serves no kind Gadget in absent.example.com/v1: the CronJob waits (Ready=False, WorkloadKindNotFound) until its CRD is installed"
-        ])
+        json!([format!(
+            "spec.workloadTemplate: the API server serves no kind Gadget in absent.example.com/v1: the CronJob waits (Ready=False, {}) until its CRD is installed",
+            kronjob::controller::cronjob::status::reason::WORKLOAD_KIND_NOT_FOUND
+        )])
     );
     assert!(
         warnings(

@@ -5,21 +5,12 @@
 
 use futures::future::BoxFuture;
 use k8s_openapi::api::authorization::v1::{SubjectAccessReview, SubjectAccessReviewSpec};
-use kube::api::{ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::discovery::Scope;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::{Api, Client};
 
 use crate::workload::dry_run::{DRY_RUN_TIMEOUT, dry_run_object};
+pub use crate::workload::served::Served;
 use crate::workload::{TemplateDryRun, Verdict, WorkloadType};
-
-/// A workload kind as the API server serves it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Served {
-    /// Its resource (group, version, plural).
-    pub resource: ApiResource,
-    /// Whether its objects live in namespaces.
-    pub namespaced: bool,
-}
 
 /// The API server, as the webhook's checks ask it.
 pub trait AdmissionApi: TemplateDryRun {
@@ -66,17 +57,7 @@ impl AdmissionApi for Client {
         &'a self,
         type_: &'a WorkloadType,
     ) -> BoxFuture<'a, Result<Option<Served>, kube::Error>> {
-        Box::pin(async move {
-            let gvk = GroupVersionKind::gvk(type_.group(), type_.version(), &type_.kind);
-            match kube::discovery::pinned_kind(self, &gvk).await {
-                Ok((resource, capabilities)) => Ok(Some(Served {
-                    resource,
-                    namespaced: capabilities.scope == Scope::Namespaced,
-                })),
-                Err(e) if crate::controller::workloads::not_found(&e) => Ok(None),
-                Err(e) => Err(e),
-            }
-        })
+        Box::pin(crate::workload::served::discover(self, type_))
     }
 
     fn review<'a>(

@@ -26,13 +26,14 @@ use super::admission::{Answer, Template, TemplateCheck, denied, invalid_status, 
 use super::dry_run::{Budgeted, Probe};
 use crate::api::validation::{ErrorKind, FieldError, qualified_kind};
 use crate::api::{GROUP, WorkloadTemplate};
-use crate::controller::cronjob::status::reason;
-use crate::controller::workloads::{AllowedKinds, not_allowed};
+use crate::workload::allowed::AllowedKinds;
 use crate::workload::dry_run::{TEMPLATE_FIELD, WORKLOAD_FIELD};
 use crate::workload::{Verdict, WorkloadType, build};
 
 /// The field a kind not allowed is refused on.
 pub const KIND_FIELD: &str = "spec.workloadTemplate.kind";
+/// The `Ready` reason of a CronJob whose kind is not installed (the reconciler's).
+const KIND_NOT_FOUND: &str = "WorkloadKindNotFound";
 
 /// The checks that ask the API server: its requests on their budget, and the kinds the
 /// manager may create (`--workload-kinds`).
@@ -55,7 +56,7 @@ impl Judge {
         match &check.template {
             Template::Job(template) => {
                 if !self.allowed.allows("jobs", "batch") {
-                    let message = not_allowed("jobs.batch", &self.allowed).message;
+                    let message = self.allowed.refusal("jobs.batch");
                     let error = forbidden_field("spec.jobTemplate", message);
                     return (deny(check, &[error]), None);
                 }
@@ -91,7 +92,7 @@ impl Judge {
         };
         let guessed = guess(&type_);
         if !self.allowed.allows_group(&guessed.group) {
-            let message = not_allowed(&access::resource_name(&guessed), &self.allowed).message;
+            let message = self.allowed.refusal(&access::resource_name(&guessed));
             return (deny(check, &[forbidden_field(KIND_FIELD, message)]), None);
         }
         let served = match self.api.served(&type_, until).await {
@@ -120,7 +121,7 @@ impl Judge {
             None => guessed,
         };
         if !self.allowed.allows(&resource.plural, &resource.group) {
-            let mut message = not_allowed(&access::resource_name(&resource), &self.allowed).message;
+            let mut message = self.allowed.refusal(&access::resource_name(&resource));
             if served.is_none() {
                 message.push_str(&format!(
                     "; {} is not installed, so its resource is taken to be {}",
@@ -135,9 +136,7 @@ impl Judge {
         if served.is_none() {
             let warning = format!(
                 "{WORKLOAD_FIELD}: the API server serves no kind {} in {}: the CronJob waits (Ready=False, {}) until its CRD is installed",
-                type_.kind,
-                type_.api_version,
-                reason::WORKLOAD_KIND_NOT_FOUND
+                type_.kind, type_.api_version, KIND_NOT_FOUND
             );
             return (allowed(check, Some(warning)), None);
         }

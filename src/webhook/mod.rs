@@ -42,9 +42,9 @@ use tokio_util::sync::CancellationToken;
 pub use metrics::WebhookMetrics;
 
 use crate::clock::Clock;
-use crate::controller::workloads::AllowedKinds;
 use crate::https::ServerMetrics;
 use crate::task::Tasks;
+use crate::workload::allowed::AllowedKinds;
 pub use server::{router, router_with_api, router_with_dry_run};
 
 /// Default certificate directory (the kubebuilder convention).

@@ -28,11 +28,11 @@ use super::certs::Loaded;
 use super::dry_run::{Budgeted, DRY_RUNS_PER_MINUTE};
 use super::judge::Judge;
 use super::metrics::{Outcome, WebhookMetrics};
-use crate::controller::workloads::AllowedKinds;
 use crate::https::{Limits, Server, ServerMetrics};
 use crate::task::{TaskSet, Tasks};
 use crate::telemetry::Throttle;
 use crate::workload::Verdict;
+use crate::workload::allowed::AllowedKinds;
 
 /// Longest time a request may take before it is answered with 503. The API server's own
 /// timeout for the webhook is 5 s (`timeoutSeconds`).

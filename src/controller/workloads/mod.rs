@@ -12,10 +12,9 @@
 //! the verb). batch/v1 Jobs are always watched (the owner index's Job watch).
 //!
 //! - [`api`]: create, read and delete a workload of any kind;
-//! - [`kinds`]: the kinds `--workload-kinds` allows.
+//! - [`AllowedKinds`]: the kinds `--workload-kinds` allows ([`crate::workload::allowed`]).
 
 pub mod api;
-pub mod kinds;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,8 +31,8 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::workload::allowed::AllowedKinds;
 pub use api::{Resolved, WorkloadApi};
-pub use kinds::AllowedKinds;
 
 use super::Scope;
 use super::cache::CachedCronJob;
@@ -525,14 +524,11 @@ impl Workloads {
     }
 }
 
-/// The problem of a kind not in `--workload-kinds` (the webhook refuses such a CronJob with its
-/// message).
-pub fn not_allowed(name: &str, allowed: &AllowedKinds) -> Problem {
+/// The problem of a kind not in `--workload-kinds`.
+fn not_allowed(name: &str, allowed: &AllowedKinds) -> Problem {
     Problem {
         reason: reason::WORKLOAD_KIND_NOT_ALLOWED,
-        message: format!(
-            "this install of kronjob does not create {name} (--workload-kinds is {allowed})"
-        ),
+        message: allowed.refusal(name),
     }
 }
 
@@ -550,12 +546,8 @@ fn kind_not_found(type_: &WorkloadType) -> Problem {
 }
 
 /// Whether a discovery error says the group, version or kind does not exist.
-pub fn not_found(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(s) => s.code == 404,
-        kube::Error::Discovery(_) => true,
-        _ => false,
-    }
+fn not_found(error: &kube::Error) -> bool {
+    crate::workload::served::not_served(error)
 }
 
 /// The HTTP status of a watch error, if it has one.
