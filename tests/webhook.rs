@@ -1647,3 +1647,44 @@ async fn workload_cronjobs_over_tls_are_refused_or_warned_about_on_their_own_fie
         .expect("clean shutdown");
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn a_workload_template_that_cannot_be_judged_is_refused() {
+    let sim = workload_sim();
+    let api = Arc::new(Grants::new(
+        sim.client(),
+        &[("alice", "rayjobs.ray.io", NS)],
+    ));
+    let (app, _) = workload_app(api.clone(), WORKLOAD_KINDS);
+    // No namespace in the request nor in the object: whose namespace would alice create in?
+    let mut object = ray("r", json!("x"));
+    object["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    let mut nowhere = review_by("alice", "CREATE", object, Value::Null);
+    nowhere["request"]
+        .as_object_mut()
+        .expect("request")
+        .remove("namespace");
+    let response = admit(&app, VALIDATE_PATH, &nowhere).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        refusal(&response).1.contains("names no namespace"),
+        "{response}"
+    );
+    assert!(api.asked().is_empty() && sim.requests().is_empty());
+    // A Job template in the same request is left to the local rules, as before.
+    let mut job = new_cronjob("j");
+    job["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    let mut review = create(job);
+    review["request"]
+        .as_object_mut()
+        .expect("request")
+        .remove("namespace");
+    let response = admit(&app, VALIDATE_PATH, &review).await;
+    assert_eq!(response["allowed"], true, "{response}");
+}

@@ -285,11 +285,13 @@ fn answer(
             let errors = validation::validate(object, old_object, op);
             let name = object_name(object, request);
             if errors.is_empty() {
-                let template = template_check(request, object, old_object, &name, &response);
-                return Answer {
-                    review: response.into_review(),
-                    outcome: Outcome::allowed,
-                    template,
+                return match template_check(request, object, old_object, &name, &response) {
+                    Ok(template) => Answer {
+                        review: response.into_review(),
+                        outcome: Outcome::allowed,
+                        template,
+                    },
+                    Err(reason) => denied(response, bad_request(&reason)),
                 };
             }
             denied(response, invalid_status(&name, &errors))
@@ -300,13 +302,15 @@ fn answer(
 /// What [`super::judge`] needs, when the template is new: on create, or on an update that
 /// changes `spec.jobTemplate` or `spec.workloadTemplate` (an unchanged template is not judged
 /// again, so an object stored before can still be suspended or have its finalizers removed).
+/// A new workload template that cannot be judged (no namespace, an object that does not decode
+/// as a CronJob) is an error: its author's access is never assumed.
 fn template_check(
     request: &AdmissionRequest<DynamicObject>,
     object: &Value,
     old_object: Option<&Value>,
     name: &str,
     response: &AdmissionResponse,
-) -> Option<TemplateCheck> {
+) -> Result<Option<TemplateCheck>, String> {
     let templates = |o: &Value| {
         (
             o.pointer("/spec/jobTemplate").cloned(),
@@ -314,26 +318,36 @@ fn template_check(
         )
     };
     if old_object.is_some_and(|old| templates(old) == templates(object)) {
-        return None;
+        return Ok(None);
     }
-    let cronjob: CronJob = serde_json::from_value(object.clone()).ok()?;
+    let workload = object.pointer("/spec/workloadTemplate").is_some();
+    let unjudged = |why: String| if workload { Err(why) } else { Ok(None) };
+    let cronjob: CronJob = match serde_json::from_value(object.clone()) {
+        Ok(cronjob) => cronjob,
+        Err(e) => return unjudged(format!("the workload template cannot be checked: {e}")),
+    };
     let template = match (cronjob.spec.job_template, cronjob.spec.workload_template) {
         (Some(job), _) => Template::Job(Box::new(job)),
         (None, Some(workload)) => Template::Workload(Box::new(workload)),
-        (None, None) => return None,
+        (None, None) => return Ok(None),
     };
     let namespace = request
         .namespace
         .clone()
         .or_else(|| cronjob.metadata.namespace.clone())
-        .filter(|ns| !ns.is_empty())?;
-    Some(TemplateCheck {
+        .filter(|ns| !ns.is_empty());
+    let Some(namespace) = namespace else {
+        return unjudged(
+            "the workload template cannot be checked: the request names no namespace".into(),
+        );
+    };
+    Ok(Some(TemplateCheck {
         response: response.clone(),
         name: name.to_string(),
         namespace,
         template,
         user: request.user_info.clone(),
-    })
+    }))
 }
 
 fn bad_request(reason: &str) -> Status {
