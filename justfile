@@ -5,6 +5,9 @@ export PATH := justfile_directory() + "/.tools/bin:" + env_var("PATH")
 crd_file := "crd/cronjobs.batch.kronjob.dev.yaml"
 chart := "config/helm/kronjob"
 monitoring := "--set serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.dashboard.enabled=true"
+chart_cert_manager := "--set webhook.certManager.enabled=true"
+chart_sharding := "--set sharding.enabled=true --set replicaCount=3"
+chart_no_webhook := "--set webhook.enabled=false"
 
 # List the recipes.
 default:
@@ -37,23 +40,22 @@ generate:
     cargo run --quiet -- crd --calendar > crd/calendars.batch.kronjob.dev.yaml
     if [ -d {{chart}}/crds ]; then cp {{crd_file}} crd/calendars.batch.kronjob.dev.yaml {{chart}}/crds/; fi
 
-# Render every install path: kustomize and the helm chart (default, cert-manager, and with the
-# monitoring objects); check and unit-test the chart's alerting rules with promtool.
+# Render every install path: kustomize, and the helm chart linted strictly (its values checked
+# against values.schema.json) and rendered in each mode: defaults, cert-manager, sharding, no
+# webhook, and with the monitoring objects; check and unit-test the chart's alerting rules with
+# promtool.
 manifests:
     kubectl kustomize config/default > /dev/null
     kubectl kustomize config/release > /dev/null
     kubectl kustomize config/samples > /dev/null
     kubectl kustomize crd > /dev/null
-    if [ -d {{chart}} ]; then \
-      cmp {{crd_file}} {{chart}}/crds/$(basename {{crd_file}}) && \
-      helm lint {{chart}} && \
-      helm lint {{chart}} --set webhook.certManager.enabled=true && \
-      helm lint {{chart}} {{monitoring}} && \
-      helm template kronjob {{chart}} --namespace kronjob-system > /dev/null && \
-      helm template kronjob {{chart}} --namespace kronjob-system --set webhook.certManager.enabled=true > /dev/null && \
-      helm template kronjob {{chart}} --namespace kronjob-system {{monitoring}} > /dev/null && \
-      ./scripts/check-rules.sh; \
-    fi
+    cmp {{crd_file}} {{chart}}/crds/$(basename {{crd_file}})
+    for mode in "" "{{chart_cert_manager}}" "{{chart_sharding}}" "{{chart_no_webhook}}" "{{monitoring}}"; do \
+      helm lint --strict {{chart}} $mode > /dev/null && \
+      helm template kronjob {{chart}} --namespace kronjob-system $mode > /dev/null || \
+      { echo "manifests: the chart fails with: ${mode:-its defaults}" >&2; exit 1; }; \
+    done
+    ./scripts/check-rules.sh
 
 # Supply chain: licenses, bans (no OpenSSL) and sources (crates.io only) with cargo-deny, and
 # advisories when the advisory database can be fetched (deny.toml).

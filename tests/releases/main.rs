@@ -1,0 +1,12 @@
+//! What a release ships, checked before it is made:
+//! - installs: two installs of the chart or of kustomize coexist;
+//! - chart: the chart's values schema refuses wrong values, naming the field, and accepts the
+//!   defaults and every documented example; its ArtifactHub metadata matches the chart;
+//!
+//! The tools come from `.tools/bin` (./scripts/install-tools.sh): helm.
+
+#[path = "../support/tools.rs"]
+mod tools;
+
+mod chart;
+mod installs;
