@@ -4,6 +4,8 @@
 //!   defaults and every documented example; its ArtifactHub metadata matches the chart;
 //! - sbom: the SBOMs of the binaries list every crate they link, and nothing a build does not
 //!   compile;
+//! - provenance: the provenance statement names each released file by its digest and the
+//!   source it was built from.
 //!
 //! The tools come from `.tools/bin` (./scripts/install-tools.sh): helm, cargo-cyclonedx.
 
@@ -12,4 +14,5 @@ mod tools;
 
 mod chart;
 mod installs;
+mod provenance;
 mod sbom;
