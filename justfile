@@ -3,6 +3,8 @@
 export PATH := justfile_directory() + "/.tools/bin:" + env_var("PATH")
 
 crd_file := "crd/cronjobs.batch.kronjob.dev.yaml"
+image_arch := if arch() == "aarch64" { "arm64" } else { "amd64" }
+image_target := if arch() == "aarch64" { "aarch64-unknown-linux-musl" } else { "x86_64-unknown-linux-musl" }
 chart := "config/helm/kronjob"
 monitoring := "--set serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.dashboard.enabled=true"
 chart_cert_manager := "--set webhook.certManager.enabled=true"
@@ -13,8 +15,9 @@ chart_no_webhook := "--set webhook.enabled=false"
 default:
     @just --list
 
-# Install helm, kubectl, just and actionlint into .tools/bin, and Debian's prometheus
-# (promtool) and buildah, with the static Rust targets the image needs.
+# Install helm, kubectl, just, actionlint, cargo-deny, cargo-audit, cargo-auditable and
+# cargo-cyclonedx into .tools/bin, and Debian's prometheus (promtool) and buildah, with the
+# static Rust targets the image needs.
 tools:
     ./scripts/install-tools.sh
 
@@ -62,6 +65,22 @@ manifests:
 deny:
     ./scripts/deny.sh
 
+# The CycloneDX SBOMs of both binaries for a target (default: the image's) from the locked
+# dependencies, into target/sbom/<target>/ (scripts/sbom.sh; `just image` and the release
+# write theirs beside the binaries).
+sbom target=image_target:
+    ./scripts/sbom.sh {{target}} target/sbom/{{target}}
+
+# The unsigned SLSA provenance statement (in-toto) of FILES, on stdout (scripts/provenance.py;
+# the release workflow signs it).
+provenance +FILES:
+    ./scripts/provenance.py {{FILES}}
+
+# Check built binaries (default: the image's, after `just image`) for the dependency list
+# cargo auditable embeds, and `cargo audit bin` them when the advisory database can be had.
+audit *BINARIES:
+    ./scripts/audit.sh {{BINARIES}}
+
 # Install `kronjob` (the manager) and the kubectl plugin `kubectl-kronjob` into ~/.cargo/bin.
 install:
     cargo install --path . --locked
@@ -95,8 +114,11 @@ lint-workflows:
     actionlint -color=false .github/workflows/*.yml
 
 # Everything CI checks (the tests last, so their summary closes the output); the image for
-# this machine's architecture only, which the e2e case `image` checks (`just image`: both).
+# this machine's architecture only (`just image`: both), its binary audited and its
+# provenance statement written, which the e2e case `image` and tests/releases check.
 ci: lint deny manifests
     cargo test --test e2e --no-run
-    ./scripts/image.sh {{ if arch() == "aarch64" { "arm64" } else { "amd64" } }}
+    ./scripts/image.sh {{image_arch}}
+    just audit
+    ./scripts/provenance.py target/image/{{image_arch}}/kronjob target/image/{{image_arch}}/kronjob.cdx.json > target/image/{{image_arch}}/provenance.intoto.json
     just test
