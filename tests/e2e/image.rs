@@ -60,11 +60,27 @@ fn image() -> String {
         return image;
     }
     let root = crate::tools::root();
-    let out = Command::new(root.join("scripts/image.sh"))
-        .arg(arch())
-        .current_dir(&root)
-        .output()
-        .expect("run scripts/image.sh");
+    let mut command = Command::new(root.join("scripts/image.sh"));
+    command.arg(arch()).current_dir(&root);
+    // cargo runs a test with the variables of the test's crate (CARGO_MANIFEST_DIR,
+    // CARGO_PKG_*); a build script that reads them (ring's) would count them as changed and
+    // rebuild, with all that depends on it, what `just image` built without them.
+    for (name, _) in std::env::vars_os() {
+        let name = name.to_string_lossy();
+        if [
+            "CARGO_MANIFEST_",
+            "CARGO_PKG_",
+            "CARGO_CRATE_",
+            "CARGO_PRIMARY_PACKAGE",
+            "CARGO_TARGET_TMPDIR",
+        ]
+        .iter()
+        .any(|prefix| name.starts_with(prefix))
+        {
+            command.env_remove(name.as_ref());
+        }
+    }
+    let out = command.output().expect("run scripts/image.sh");
     assert!(
         out.status.success(),
         "scripts/image.sh {}: {}{}",
