@@ -192,6 +192,7 @@ fn install_paths() -> Vec<(String, Vec<Value>)> {
     for sets in [
         vec![],
         vec!["webhook.certManager.enabled=true"],
+        vec!["webhook.enabled=false"],
         vec!["sharding.enabled=true"],
         vec!["leaderElection.enabled=false"],
         vec!["ttl.pods=true"],
