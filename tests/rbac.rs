@@ -183,6 +183,7 @@ fn install_paths() -> Vec<(String, Vec<Value>)> {
         ("config/default", vec!["config/ttl-pods"]),
         ("config/default", vec!["config/sharding"]),
         ("config/default", vec!["config/sharding", "config/ttl-pods"]),
+        ("config/default", vec!["config/workload-kinds"]),
     ] {
         paths.push((
             format!("kustomize {base} {components:?}"),
@@ -197,6 +198,7 @@ fn install_paths() -> Vec<(String, Vec<Value>)> {
         vec!["leaderElection.enabled=false"],
         vec!["ttl.pods=true"],
         vec!["metrics.secure=false"],
+        vec!["controller.workloadKinds={jobs.batch,jobsets.jobset.x-k8s.io,rayjobs.ray.io}"],
         vec![
             "serviceMonitor.enabled=true",
             "serviceMonitor.readerServiceAccount.name=prometheus",
@@ -268,8 +270,21 @@ fn needed_grants(flags: &[String]) -> BTreeSet<Grant> {
     if has("--ttl-pods") {
         grant("", "pods", &["get", "list", "watch", "delete"], "");
     }
+    // Each workload kind beside Jobs: created, read, watched, deleted.
+    for kind in value("--workload-kinds", "jobs.batch").split(',') {
+        if let Some((resource, group)) = kind.split_once('.')
+            && kind != "jobs.batch"
+        {
+            grant(group, resource, &["create", "get", "list", "watch", "delete"], "");
+        }
+    }
+    let webhook = flags.iter().any(|f| f.starts_with("--webhook-addr"));
     if value("--metrics-secure", "true") == "true" {
         grant("authentication.k8s.io", "tokenreviews", &["create"], "");
+    }
+    // Secure metrics ask whether the scraper may read them; the webhook whether a CronJob's
+    // author may create its workload kind.
+    if value("--metrics-secure", "true") == "true" || webhook {
         grant(
             "authorization.k8s.io",
             "subjectaccessreviews",
