@@ -93,10 +93,11 @@ fn documented_sets() -> BTreeSet<String> {
         while let Some(word) = words.next() {
             if word.trim_start_matches('`') == "--set" {
                 let value = words.next().expect("a value after --set");
+                // As the shell passes it: without its quotes.
                 sets.insert(
                     value
                         .trim_matches(['`', ',', '.', ';', ')', '('])
-                        .to_string(),
+                        .replace(['\'', '"'], ""),
                 );
             }
         }
