@@ -634,8 +634,8 @@ fn every_recorded_api_call_is_granted_by_both_install_paths() {
         ("ray.io", "rayjobs", "delete"),
     ]
     .into_iter()
-        .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string(), String::new()))
-        .collect();
+    .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string(), String::new()))
+    .collect();
     let unused: Vec<&Grant> = helm_all
         .iter()
         .chain(kustomize_all.iter())

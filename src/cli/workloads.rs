@@ -16,15 +16,9 @@ use crate::api::{CronJob, LABEL_CRONJOB};
 use crate::workload::cel::Completion;
 use crate::workload::{Workload, WorkloadType, controller_uid, kinds};
 
-/// The kind a CronJob runs: batch/v1 Job for a `jobTemplate`, else its `workloadTemplate`'s.
+/// The kind `cj` runs (a Job for a CronJob that names none: its status says why).
 pub fn type_of(cj: &CronJob) -> WorkloadType {
-    match &cj.spec.workload_template {
-        Some(template) if cj.spec.job_template.is_none() => WorkloadType {
-            api_version: template.api_version.clone(),
-            kind: template.kind.clone(),
-        },
-        _ => WorkloadType::job().as_ref().clone(),
-    }
+    crate::workload::type_of(&cj.spec).unwrap_or_else(|| WorkloadType::job().as_ref().clone())
 }
 
 /// One run: the object as the API server sent it (for `-o json|yaml`), and as the commands
