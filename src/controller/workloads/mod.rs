@@ -162,8 +162,10 @@ impl Workloads {
     /// Whether workloads of `type_` can be created and read now.
     pub fn availability(&self, type_: &WorkloadType) -> Availability {
         if type_.is_job() {
+            static JOB: std::sync::LazyLock<Arc<Resolved>> =
+                std::sync::LazyLock::new(|| Arc::new(Resolved::job()));
             return if self.shared.allowed.allows("jobs", "batch") {
-                Availability::Ready(Arc::new(Resolved::job()))
+                Availability::Ready(Arc::clone(&JOB))
             } else {
                 Availability::Unavailable(not_allowed("jobs.batch", &self.shared.allowed))
             };
