@@ -188,6 +188,9 @@ impl Workloads {
     /// first CronJob and stopped after its last.
     pub fn observe(&self, event: &watcher::Event<CachedCronJob>) {
         match event {
+            // A CronJob of Jobs names no kind to watch (unless it used to).
+            watcher::Event::Apply(cj) | watcher::Event::InitApply(cj)
+                if cj.spec.job_template.is_some() && self.state().users.is_empty() => {}
             watcher::Event::Apply(cj) | watcher::Event::InitApply(cj) => {
                 self.ruled(ObjectRef::from_obj(cj), cj.spec.completion.as_deref());
                 self.named(ObjectRef::from_obj(cj), cj.workload_type());
