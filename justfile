@@ -3,15 +3,21 @@
 export PATH := justfile_directory() + "/.tools/bin:" + env_var("PATH")
 
 crd_file := "crd/cronjobs.batch.kronjob.dev.yaml"
+image_arch := if arch() == "aarch64" { "arm64" } else { "amd64" }
+image_target := if arch() == "aarch64" { "aarch64-unknown-linux-musl" } else { "x86_64-unknown-linux-musl" }
 chart := "config/helm/kronjob"
 monitoring := "--set serviceMonitor.enabled=true --set metrics.prometheusRule.enabled=true --set metrics.dashboard.enabled=true"
+chart_cert_manager := "--set webhook.certManager.enabled=true"
+chart_sharding := "--set sharding.enabled=true --set replicaCount=3"
+chart_no_webhook := "--set webhook.enabled=false"
 
 # List the recipes.
 default:
     @just --list
 
-# Install helm, kubectl, just and actionlint into .tools/bin, and Debian's prometheus
-# (promtool) and buildah, with the static Rust targets the image needs.
+# Install helm, kubectl, just, actionlint, cargo-deny, cargo-audit, cargo-auditable and
+# cargo-cyclonedx into .tools/bin, and Debian's prometheus (promtool) and buildah, with the
+# static Rust targets the image needs.
 tools:
     ./scripts/install-tools.sh
 
@@ -37,36 +43,52 @@ generate:
     cargo run --quiet -- crd --calendar > crd/calendars.batch.kronjob.dev.yaml
     if [ -d {{chart}}/crds ]; then cp {{crd_file}} crd/calendars.batch.kronjob.dev.yaml {{chart}}/crds/; fi
 
-# Render every install path: kustomize and the helm chart (default, cert-manager, and with the
-# monitoring objects); check and unit-test the chart's alerting rules with promtool.
+# Render every install path: kustomize, and the helm chart linted strictly (its values checked
+# against values.schema.json) and rendered in each mode: defaults, cert-manager, sharding, no
+# webhook, and with the monitoring objects; check and unit-test the chart's alerting rules with
+# promtool.
 manifests:
     kubectl kustomize config/default > /dev/null
     kubectl kustomize config/release > /dev/null
     kubectl kustomize config/samples > /dev/null
     kubectl kustomize crd > /dev/null
-    if [ -d {{chart}} ]; then \
-      cmp {{crd_file}} {{chart}}/crds/$(basename {{crd_file}}) && \
-      helm lint {{chart}} && \
-      helm lint {{chart}} --set webhook.certManager.enabled=true && \
-      helm lint {{chart}} {{monitoring}} && \
-      helm template kronjob {{chart}} --namespace kronjob-system > /dev/null && \
-      helm template kronjob {{chart}} --namespace kronjob-system --set webhook.certManager.enabled=true > /dev/null && \
-      helm template kronjob {{chart}} --namespace kronjob-system {{monitoring}} > /dev/null && \
-      ./scripts/check-rules.sh; \
-    fi
+    cmp {{crd_file}} {{chart}}/crds/$(basename {{crd_file}})
+    for mode in "" "{{chart_cert_manager}}" "{{chart_sharding}}" "{{chart_no_webhook}}" "{{monitoring}}"; do \
+      helm lint --strict {{chart}} $mode > /dev/null && \
+      helm template kronjob {{chart}} --namespace kronjob-system $mode > /dev/null || \
+      { echo "manifests: the chart fails with: ${mode:-its defaults}" >&2; exit 1; }; \
+    done
+    ./scripts/check-rules.sh
 
 # Supply chain: licenses, bans (no OpenSSL) and sources (crates.io only) with cargo-deny, and
 # advisories when the advisory database can be fetched (deny.toml).
 deny:
     ./scripts/deny.sh
 
+# The CycloneDX SBOMs of both binaries for a target (default: the image's) from the locked
+# dependencies, into target/sbom/<target>/ (scripts/sbom.sh; `just image` and the release
+# write theirs beside the binaries).
+sbom target=image_target:
+    ./scripts/sbom.sh {{target}} target/sbom/{{target}}
+
+# The unsigned SLSA provenance statement (in-toto) of FILES, on stdout (scripts/provenance.py;
+# the release workflow signs it).
+provenance +FILES:
+    ./scripts/provenance.py {{FILES}}
+
+# Check built binaries (default: the image's, after `just image`) for the dependency list
+# cargo auditable embeds, and `cargo audit bin` them when the advisory database can be had.
+audit *BINARIES:
+    ./scripts/audit.sh {{BINARIES}}
+
 # Install `kronjob` (the manager) and the kubectl plugin `kubectl-kronjob` into ~/.cargo/bin.
 install:
     cargo install --path . --locked
 
-# Run the operator against the cluster in KUBECONFIG, installing or updating its CRD.
+# Run the operator against the cluster in KUBECONFIG, installing or updating its CRD (the
+# `quick` profile: optimised, without the release's link-time optimisation).
 run *ARGS:
-    cargo run --release -- run --install-crd {{ARGS}}
+    cargo run --profile quick -- run --install-crd {{ARGS}}
 
 # End-to-end tests on a real control plane started from KUBEBUILDER_ASSETS (etcd, kube-apiserver,
 # kube-controller-manager), e.g. `KUBEBUILDER_ASSETS=$(setup-envtest use 1.34.x -p path) just e2e`.
@@ -93,8 +115,11 @@ lint-workflows:
     actionlint -color=false .github/workflows/*.yml
 
 # Everything CI checks (the tests last, so their summary closes the output); the image for
-# this machine's architecture only, which the e2e case `image` checks (`just image`: both).
+# this machine's architecture only (`just image`: both), its binary audited and its
+# provenance statement written, which the e2e case `image` and tests/releases check.
 ci: lint deny manifests
     cargo test --test e2e --no-run
-    ./scripts/image.sh {{ if arch() == "aarch64" { "arm64" } else { "amd64" } }}
+    ./scripts/image.sh {{image_arch}}
+    just audit
+    ./scripts/provenance.py target/image/{{image_arch}}/kronjob target/image/{{image_arch}}/kronjob.cdx.json > target/image/{{image_arch}}/provenance.intoto.json
     just test

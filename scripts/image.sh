@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
-# Builds the release image without a daemon or a registry: cargo builds the static (musl)
-# `kronjob` binary per architecture into target/image/<arch>/kronjob, then buildah assembles
-# the Dockerfile (an empty base, the binary, user 65532) for each into one manifest list.
+# Builds the release image without a daemon or a registry: `cargo auditable` builds the static
+# (musl) `kronjob` binary per architecture, its dependency list embedded (section .dep-v0), into
+# target/image/<arch>/kronjob with its SBOM kronjob.cdx.json beside it (scripts/sbom.sh), then
+# buildah assembles the Dockerfile (an empty base, the binary and its SBOM, user 65532) for
+# each into one manifest list.
 #
 #   scripts/image.sh [--push] [--tag IMAGE] [ARCH...]     ARCH: amd64 (default: amd64 arm64)
 #
 # --tag names the manifest list (default kronjob:dev); each architecture's image is also
 # tagged IMAGE-ARCH (e.g. kronjob:dev-amd64). --push pushes the list with every image to the
 # registry of IMAGE and prints its digest (buildah's credentials: `buildah login`).
-# Needs buildah (Debian's package; scripts/install-tools.sh installs it), rustup's musl
+# Needs buildah (Debian's package), cargo-auditable and cargo-cyclonedx in .tools/bin
+# (scripts/install-tools.sh installs them all), rustup's musl
 # targets (added here), and for arm64 on an x86_64 host Debian's gcc-aarch64-linux-gnu and
 # libc6-dev-arm64-cross.
 # buildah runs as root here (CI does), with the vfs storage driver: no kernel overlay needed.
@@ -37,7 +40,9 @@ triple() {
   esac
 }
 
-# The binaries: `cargo build --release` for each musl target.
+export PATH="$root/.tools/bin:$PATH"
+
+# The binaries: `cargo auditable build --release` for each musl target, and their SBOMs.
 for arch in "${arches[@]}"; do
   target=$(triple "$arch")
   rustup target list --installed | grep -qx "$target" || rustup target add "$target"
@@ -48,9 +53,10 @@ for arch in "${arches[@]}"; do
     export CC_aarch64_unknown_linux_musl=aarch64-linux-gnu-gcc
     export AR_aarch64_unknown_linux_musl=aarch64-linux-gnu-ar
   fi
-  cargo build --release --locked --bin kronjob --target "$target"
+  cargo auditable build --release --locked --bin kronjob --target "$target"
   mkdir -p "target/image/$arch"
   install -m 0755 "target/$target/release/kronjob" "target/image/$arch/kronjob"
+  ./scripts/sbom.sh "$target" "target/image/$arch"
 done
 
 # The image: one per architecture, gathered in the manifest list `$tag`.

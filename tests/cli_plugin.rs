@@ -254,9 +254,9 @@ async fn history_shows_the_jobs_the_cronjob_controls_newest_first() {
     assert_eq!(
         printed.out,
         "\
-NAME          SCHEDULED              RESULT    START       DURATION
-cj-mo7f5ao    manual                 Running   60s ago     60s
-cj-24394200   2016-05-19T10:00:00Z   Failed    4m59s ago   2m30s
+NAME          KIND   SCHEDULED              RESULT    START       DURATION
+cj-mo7f5ao    Job    manual                 Running   60s ago     60s
+cj-24394200   Job    2016-05-19T10:00:00Z   Failed    4m59s ago   2m30s
 "
     );
     shown_in_readme(&printed.out);

@@ -183,6 +183,7 @@ fn install_paths() -> Vec<(String, Vec<Value>)> {
         ("config/default", vec!["config/ttl-pods"]),
         ("config/default", vec!["config/sharding"]),
         ("config/default", vec!["config/sharding", "config/ttl-pods"]),
+        ("config/default", vec!["config/workload-kinds"]),
     ] {
         paths.push((
             format!("kustomize {base} {components:?}"),
@@ -192,10 +193,12 @@ fn install_paths() -> Vec<(String, Vec<Value>)> {
     for sets in [
         vec![],
         vec!["webhook.certManager.enabled=true"],
+        vec!["webhook.enabled=false"],
         vec!["sharding.enabled=true"],
         vec!["leaderElection.enabled=false"],
         vec!["ttl.pods=true"],
         vec!["metrics.secure=false"],
+        vec!["controller.workloadKinds={jobs.batch,jobsets.jobset.x-k8s.io,rayjobs.ray.io}"],
         vec![
             "serviceMonitor.enabled=true",
             "serviceMonitor.readerServiceAccount.name=prometheus",
@@ -267,8 +270,26 @@ fn needed_grants(flags: &[String]) -> BTreeSet<Grant> {
     if has("--ttl-pods") {
         grant("", "pods", &["get", "list", "watch", "delete"], "");
     }
+    // Each workload kind beside Jobs: created, read, watched, deleted.
+    for kind in value("--workload-kinds", "jobs.batch").split(',') {
+        if let Some((resource, group)) = kind.split_once('.')
+            && kind != "jobs.batch"
+        {
+            grant(
+                group,
+                resource,
+                &["create", "get", "list", "watch", "delete"],
+                "",
+            );
+        }
+    }
+    let webhook = flags.iter().any(|f| f.starts_with("--webhook-addr"));
     if value("--metrics-secure", "true") == "true" {
         grant("authentication.k8s.io", "tokenreviews", &["create"], "");
+    }
+    // Secure metrics ask whether the scraper may read them; the webhook whether a CronJob's
+    // author may create its workload kind.
+    if value("--metrics-secure", "true") == "true" || webhook {
         grant(
             "authorization.k8s.io",
             "subjectaccessreviews",
@@ -412,6 +433,11 @@ fn needed(line: &str) -> Option<Grant> {
         [resource, name, sub] => (format!("{resource}/{sub}"), (*name).to_string()),
         _ => return None,
     };
+    // Every authenticated user may ask what it may do (the default ClusterRole
+    // system:basic-user): the manager asks of each workload kind before watching it.
+    if resource == "selfsubjectaccessreviews" {
+        return None;
+    }
     let watch = query
         .split('&')
         .any(|p| p == "watch=true" || p == "watch=1");
@@ -563,11 +589,18 @@ fn every_recorded_api_call_is_granted_by_both_install_paths() {
             "config/default",
             &["config/sharding"],
         )));
+        all.extend(manager_grants(&kustomize_render(
+            "config/default",
+            &["config/workload-kinds"],
+        )));
         unnamed(all)
     };
     let helm_all = {
         let mut all = manager_grants(&helm_render(&["ttl.pods=true"]));
         all.extend(manager_grants(&helm_render(&["sharding.enabled=true"])));
+        all.extend(manager_grants(&helm_render(&[
+            "controller.workloadKinds={jobs.batch,jobsets.jobset.x-k8s.io,rayjobs.ray.io}",
+        ])));
         unnamed(all)
     };
     for (install, grants) in [("kustomize", &kustomize_all), ("the helm chart", &helm_all)] {
@@ -587,10 +620,22 @@ fn every_recorded_api_call_is_granted_by_both_install_paths() {
     // blockOwnerDeletion; the Lease and Secret updates of code paths the suite may not reach
     // are listed in needed_grants).
     let used: BTreeSet<Grant> = unnamed(needs);
-    let allowed_unused: BTreeSet<Grant> = [("batch.kronjob.dev", "cronjobs/finalizers", "update")]
-        .into_iter()
-        .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string(), String::new()))
-        .collect();
+    // A workload kind's rule is the one every kind of --workload-kinds gets: the suite uses it
+    // on JobSets in the simulated API (create, list, watch), and tests/e2e/workloads.rs every
+    // verb of it on every kind on a real API server.
+    let allowed_unused: BTreeSet<Grant> = [
+        ("batch.kronjob.dev", "cronjobs/finalizers", "update"),
+        ("jobset.x-k8s.io", "jobsets", "get"),
+        ("jobset.x-k8s.io", "jobsets", "delete"),
+        ("ray.io", "rayjobs", "create"),
+        ("ray.io", "rayjobs", "get"),
+        ("ray.io", "rayjobs", "list"),
+        ("ray.io", "rayjobs", "watch"),
+        ("ray.io", "rayjobs", "delete"),
+    ]
+    .into_iter()
+    .map(|(g, r, v)| (g.to_string(), r.to_string(), v.to_string(), String::new()))
+    .collect();
     let unused: Vec<&Grant> = helm_all
         .iter()
         .chain(kustomize_all.iter())

@@ -2,31 +2,32 @@
 //! slots of a range that never ran. The command asks; the manager runs them.
 //!
 //! The request is the CronJob's `batch.kronjob.dev/backfill` annotation
-//! (`{"from":..,"to":..,"parallel":N}`); the manager creates each slot's Job as the schedule
+//! (`{"from":..,"to":..,"parallel":N}`); the manager creates each slot's run (a Job, or an
+//! object of the CronJob's kind) as the schedule
 //! would have (same name, same scheduled-time annotation, marked `batch.kronjob.dev/backfilled`),
 //! oldest first, at most N unfinished at a time, and removes the request once every slot of
 //! the range ran. Only slots the CronJob's status records as missed (or from before its
 //! creation) run, so a slot never runs twice and the same range again creates nothing. The
 //! command prints the slots it will run (`--dry-run` stops there), writes the request, then
-//! prints each Job as it is created, until the manager removes the request (`--wait`).
+//! prints each run as it is created, until the manager removes the request (`--wait`).
 
 use std::collections::BTreeSet;
 use std::io::Write;
 use std::time::Duration;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
-use kube::api::{ListParams, Patch, PatchParams};
+use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 
 use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::Table;
-use crate::api::{ANNOTATION_BACKFILL, CronJob, LABEL_CRONJOB};
+use super::workloads::{Served, runs_of, type_of};
+use crate::api::{ANNOTATION_BACKFILL, CronJob};
 use crate::schedule;
 use crate::workload::backfill::{self, MAX_PARALLEL, Request, SlotState};
-use crate::workload::{controlled_by, scheduled_name};
+use crate::workload::scheduled_name;
 
 /// How often the Jobs and the request are looked at while waiting.
 const POLL: Duration = Duration::from_secs(1);
@@ -96,7 +97,6 @@ pub async fn run(
     let request = request_of(args, now)?;
     let namespace = args.kube.namespace(&client);
     let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), &namespace);
-    let jobs: Api<Job> = Api::namespaced(client.clone(), &namespace);
     let cj = cronjobs.get(&args.name).await?;
     let what = format!("cronjob.batch.kronjob.dev/{}", args.name);
     let (_, tz) =
@@ -109,7 +109,7 @@ pub async fn run(
             missing.join(", ")
         )));
     }
-    let existing = job_names(&jobs, &cj).await?;
+    let existing = run_names(&client, &namespace, &cj).await?;
     let exists = |slot| existing.contains(&scheduled_name(&args.name, slot));
     let slots = backfill::plan_slots(
         &cj,
@@ -184,49 +184,54 @@ pub async fn run(
         )?;
         return Ok(());
     }
-    wait(&cronjobs, &jobs, &cj, args, &value, &to_run, out).await
+    wait(
+        &client, &namespace, &cronjobs, &cj, args, &value, &to_run, out,
+    )
+    .await
 }
 
-/// The names of the Jobs `cj` controls.
-async fn job_names(jobs: &Api<Job>, cj: &CronJob) -> Result<BTreeSet<String>, CliError> {
-    let name = cj.metadata.name.as_deref().unwrap_or_default();
-    let uid = cj.metadata.uid.as_deref().unwrap_or_default();
-    let selector = format!("{LABEL_CRONJOB}={name}");
-    let listed = jobs.list(&ListParams::default().labels(&selector)).await?;
-    Ok(listed
-        .items
+/// The names of the runs (Jobs, or objects of its kind) `cj` controls.
+async fn run_names(
+    client: &Client,
+    namespace: &str,
+    cj: &CronJob,
+) -> Result<BTreeSet<String>, CliError> {
+    let (_, runs) = runs_of(client, namespace, cj).await?;
+    Ok(runs
         .into_iter()
-        .filter(|j| controlled_by(&j.metadata, uid))
-        .filter_map(|j| j.metadata.name)
+        .map(|r| r.workload.name().to_string())
         .collect())
 }
 
-/// Print each Job of `to_run` as it appears, until the manager removes the request `value`
+/// Print each run of `to_run` as it appears, until the manager removes the request `value`
 /// or `--wait` has passed.
+#[allow(clippy::too_many_arguments)]
 async fn wait(
+    client: &Client,
+    namespace: &str,
     cronjobs: &Api<CronJob>,
-    jobs: &Api<Job>,
     cj: &CronJob,
     args: &BackfillArgs,
     value: &str,
     to_run: &[String],
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
+    let served = Served::find(client, &type_of(cj)).await?;
     let deadline = tokio::time::Instant::now() + args.wait;
     let mut seen = BTreeSet::new();
     loop {
         let current = cronjobs.get(&args.name).await?;
-        let names = job_names(jobs, cj).await?;
+        let names = run_names(client, namespace, cj).await?;
         for name in to_run {
             if names.contains(name) && seen.insert(name.clone()) {
-                writeln!(out, "job.batch/{name} created")?;
+                writeln!(out, "{} created", served.name_of(name))?;
             }
         }
         let same = current.metadata.uid == cj.metadata.uid;
         if !same || backfill::requested(&current) != Some(value) {
             writeln!(
                 out,
-                "cronjob.batch.kronjob.dev/{} backfill done: {} of {} Jobs created",
+                "cronjob.batch.kronjob.dev/{} backfill done: {} of {} runs created",
                 args.name,
                 seen.len(),
                 to_run.len()
@@ -235,7 +240,7 @@ async fn wait(
         }
         if tokio::time::Instant::now() + POLL > deadline {
             return Err(CliError::Failed(format!(
-                "the backfill did not finish within {}s ({} of {} Jobs created): is the kronjob \
+                "the backfill did not finish within {}s ({} of {} runs created): is the kronjob \
                  manager running? The request stays on cronjob.batch.kronjob.dev/{} (annotation \
                  {ANNOTATION_BACKFILL}) and goes on when the manager sees it",
                 args.wait.as_secs(),

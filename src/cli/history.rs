@@ -1,22 +1,22 @@
 //! `kubectl kronjob history NAME`: the runs of one CronJob, newest first.
 //!
-//! Two requests: the CronJob (for its UID), then the Jobs labelled with its name; a Job counts
-//! when that CronJob is its controller (a label alone can be copied). Manual runs asked for at a
-//! later time (`trigger --at`) come first, result `Pending`, with the Job they will make; then
-//! slots waiting in the queue (`concurrencyPolicy: Enqueue`), result `Queued`, without a Job yet.
+//! Two requests: the CronJob (for its UID and its kind), then the objects of its kind labelled
+//! with its name (a Job, a JobSet, ...; another kind is looked up first); one counts when that
+//! CronJob is its controller (a label alone can be copied). Manual runs asked for at a later time
+//! (`trigger --at`) come first, result `Pending`, with the run they will make; then slots
+//! waiting in the queue (`concurrencyPolicy: Enqueue`), result `Queued`, without a run yet.
 
 use std::io::Write;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
-use kube::api::ListParams;
 use kube::{Api, Client};
 
 use super::CliError;
 use super::cluster::KubeArgs;
 use super::table::{self, DataFormat, NONE, Table};
-use crate::api::{CronJob, LABEL_CRONJOB, trigger};
-use crate::workload::{Outcome, Ran, controlled_by, job_finish as finish, manual_name, ran_for};
+use super::workloads::runs_of;
+use crate::api::{CronJob, trigger};
+use crate::workload::{Outcome, Ran, Workload, manual_name, ran_for};
 
 /// Flags of `history`.
 #[derive(clap::Args, Debug)]
@@ -25,7 +25,8 @@ pub struct HistoryArgs {
     name: String,
     #[command(flatten)]
     kube: KubeArgs,
-    /// Print a List of the Jobs as JSON or YAML instead of the table.
+    /// Print a List of the runs (Jobs, or the objects of the CronJob's kind) as JSON or YAML
+    /// instead of the table.
     #[arg(long, short = 'o', value_enum)]
     output: Option<DataFormat>,
 }
@@ -50,77 +51,64 @@ pub async fn run(
         .get(&args.name)
         .await?;
     let asked = trigger::requests_of(&cronjob, now).times;
-    let uid = cronjob.metadata.uid.unwrap_or_default();
+    let (served, mut runs) = runs_of(&client, &namespace, &cronjob).await?;
     let queued: Vec<Timestamp> = cronjob
         .status
         .map(|s| s.queued.iter().map(|t| t.0).collect())
         .unwrap_or_default();
-    let selector = format!("{LABEL_CRONJOB}={}", args.name);
-    let listed = Api::<Job>::namespaced(client, &namespace)
-        .list(&ListParams::default().labels(&selector))
-        .await?
-        .items;
-    let mut jobs: Vec<Job> = listed
-        .into_iter()
-        .filter(|job| controlled_by(&job.metadata, &uid))
-        .collect();
-    newest_first(&mut jobs);
-    // A time asked for whose Job exists ran (its request is being removed).
+    runs.sort_by(|a, b| sort_key(&b.workload).cmp(&sort_key(&a.workload)));
+    // A time asked for whose run exists ran (its request is being removed).
     let pending: Vec<(String, Timestamp)> = asked
         .into_iter()
         .map(|at| (manual_name(&args.name, at), at))
-        .filter(|(name, _)| {
-            !jobs
-                .iter()
-                .any(|j| j.metadata.name.as_deref() == Some(name))
-        })
+        .filter(|(name, _)| !runs.iter().any(|r| r.workload.name() == name))
         .collect();
     if let Some(format) = args.output {
-        table::write_data(&table::list_of(&jobs), format, out)?;
-    } else if jobs.is_empty() && queued.is_empty() && pending.is_empty() {
+        let objects: Vec<&serde_json::Value> = runs.iter().map(|r| &r.object).collect();
+        table::write_data(&table::list_of(&objects), format, out)?;
+    } else if runs.is_empty() && queued.is_empty() && pending.is_empty() {
         writeln!(
             err,
             "No runs of cronjob.batch.kronjob.dev/{} in {namespace} namespace.",
             args.name
         )?;
     } else {
-        let table = runs_table(&jobs, &pending, &queued, now);
+        let workloads: Vec<Workload> = runs.into_iter().map(|r| r.workload).collect();
+        let table = runs_table(&workloads, &served.type_.kind, &pending, &queued, now);
         out.write_all(table.render().as_bytes())?;
     }
     Ok(())
 }
 
-/// Order Jobs newest first: by creation time, then start time, then name (all descending).
-pub fn newest_first(jobs: &mut [Job]) {
-    jobs.sort_by(|a, b| sort_key(b).cmp(&sort_key(a)));
+/// Order runs newest first: by creation time, then start time, then name (all descending).
+pub fn newest_first(runs: &mut [Workload]) {
+    runs.sort_by(|a, b| sort_key(b).cmp(&sort_key(a)));
 }
 
-fn sort_key(job: &Job) -> (Option<Timestamp>, Option<Timestamp>, Option<&str>) {
+fn sort_key(run: &Workload) -> (Option<Timestamp>, Option<Timestamp>, &str) {
     (
-        job.metadata.creation_timestamp.as_ref().map(|t| t.0),
-        job.status
-            .as_ref()
-            .and_then(|s| s.start_time.as_ref())
-            .map(|t| t.0),
-        job.metadata.name.as_deref(),
+        run.metadata.creation_timestamp.as_ref().map(|t| t.0),
+        run.started,
+        run.name(),
     )
 }
 
-/// The table of runs: the `queued` slots (newest first, no Job yet), then the Jobs in the
+/// The table of runs: the `queued` slots (newest first, no run yet), then the runs in the
 /// order given.
-pub fn history_table(jobs: &[Job], queued: &[Timestamp], now: Timestamp) -> Table {
-    runs_table(jobs, &[], queued, now)
+pub fn history_table(runs: &[Workload], kind: &str, queued: &[Timestamp], now: Timestamp) -> Table {
+    runs_table(runs, kind, &[], queued, now)
 }
 
-/// [`history_table`] after the `pending` manual runs (the Job each makes, its time; latest
-/// first): START says when it runs.
+/// [`history_table`] after the `pending` manual runs (the run each makes, its time; latest
+/// first): START says when it runs. `kind` is the CronJob's, for the rows without a run yet.
 pub fn runs_table(
-    jobs: &[Job],
+    runs: &[Workload],
+    kind: &str,
     pending: &[(String, Timestamp)],
     queued: &[Timestamp],
     now: Timestamp,
 ) -> Table {
-    let mut table = Table::new(&["name", "scheduled", "result", "start", "duration"]);
+    let mut table = Table::new(&["name", "kind", "scheduled", "result", "start", "duration"]);
     for (name, at) in pending.iter().rev() {
         let start = if *at > now {
             table::from_now(*at, now)
@@ -129,6 +117,7 @@ pub fn runs_table(
         };
         table.push(vec![
             name.clone(),
+            kind.into(),
             at.to_string(),
             "Pending".into(),
             start,
@@ -138,31 +127,27 @@ pub fn runs_table(
     for slot in queued.iter().rev() {
         table.push(vec![
             NONE.into(),
+            kind.into(),
             slot.to_string(),
             "Queued".into(),
             NONE.into(),
             NONE.into(),
         ]);
     }
-    for job in jobs {
-        table.push(row(job, now));
+    for run in runs {
+        table.push(row(run, now));
     }
     table
 }
 
-fn row(job: &Job, now: Timestamp) -> Vec<String> {
-    let start = job
-        .status
-        .as_ref()
-        .and_then(|s| s.start_time.as_ref())
-        .map(|t| t.0);
-    let finished = finish(job);
-    let result = match finished.map(|f| f.outcome) {
+fn row(run: &Workload, now: Timestamp) -> Vec<String> {
+    let start = run.started;
+    let result = match run.outcome() {
         None => "Running",
         Some(Outcome::Complete) => "Complete",
         Some(Outcome::Failed) => "Failed",
     };
-    let end = match finished {
+    let end = match run.finish {
         None => Some(now),
         Some(f) => f.at,
     };
@@ -171,19 +156,20 @@ fn row(job: &Job, now: Timestamp) -> Vec<String> {
         _ => NONE.into(),
     };
     vec![
-        job.metadata.name.clone().unwrap_or_default(),
-        scheduled(job),
+        run.name().to_string(),
+        run.type_.kind.clone(),
+        scheduled(run),
         result.into(),
         start.map_or_else(|| NONE.into(), |s| table::ago(s, now)),
         duration,
     ]
 }
 
-/// The scheduled time a Job was created for (`(backfill)` after it for a backfill's Job),
+/// The scheduled time a run was created for (`(backfill)` after it for a backfill's run),
 /// `manual` for a manual run.
-fn scheduled(job: &Job) -> String {
-    match ran_for(&job.metadata) {
-        Ran::Scheduled(at) if crate::workload::backfilled(&job.metadata) => {
+fn scheduled(run: &Workload) -> String {
+    match ran_for(&run.metadata) {
+        Ran::Scheduled(at) if crate::workload::backfilled(&run.metadata) => {
             format!("{at} (backfill)")
         }
         Ran::Scheduled(at) => at.into(),
@@ -196,6 +182,7 @@ fn scheduled(job: &Job) -> String {
 mod tests {
     use super::*;
     use crate::testing::fixtures::*;
+    use k8s_openapi::api::batch::v1::Job;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     fn created(job: Job, at: &str) -> Job {
@@ -204,10 +191,12 @@ mod tests {
         job
     }
 
-    fn names(jobs: &[Job]) -> Vec<&str> {
-        jobs.iter()
-            .map(|j| j.metadata.name.as_deref().unwrap_or_default())
-            .collect()
+    fn names(runs: &[Workload]) -> Vec<&str> {
+        runs.iter().map(Workload::name).collect()
+    }
+
+    fn runs(jobs: Vec<Job>) -> Vec<Workload> {
+        jobs.iter().map(Workload::of_job).collect()
     }
 
     #[test]
@@ -236,16 +225,17 @@ mod tests {
                 vec!["cj-3", "cj-2", "cj-1"],
             ),
         ];
-        for (name, mut jobs, want) in cases {
-            newest_first(&mut jobs);
-            assert_eq!(names(&jobs), want, "{name}");
+        for (name, jobs, want) in cases {
+            let mut runs = runs(jobs);
+            newest_first(&mut runs);
+            assert_eq!(names(&runs), want, "{name}");
         }
     }
 
     #[test]
     fn rows_show_scheduled_time_result_start_and_duration() {
         let now = t("2016-05-19T10:05:00Z");
-        let jobs = vec![
+        let jobs = runs(vec![
             job("cj-mo7f5ao")
                 .manual()
                 .started_at("2016-05-19T10:04:00Z"),
@@ -257,22 +247,23 @@ mod tests {
                 .started_at("2016-05-19T09:00:00Z")
                 .failed_at("2016-05-19T09:02:30Z"),
             job("cj-pending"),
-        ];
+        ]);
         assert_eq!(
             history_table(
                 &jobs,
+                "Job",
                 &[t("2016-05-19T10:03:00Z"), t("2016-05-19T10:04:00Z")],
                 now
             )
             .render(),
             "\
-NAME          SCHEDULED              RESULT     START       DURATION
-<none>        2016-05-19T10:04:00Z   Queued     <none>      <none>
-<none>        2016-05-19T10:03:00Z   Queued     <none>      <none>
-cj-mo7f5ao    manual                 Running    60s ago     60s
-cj-24394140   2016-05-19T09:00:00Z   Complete   4m59s ago   12s
-cj-24394080   <none>                 Failed     65m ago     2m30s
-cj-pending    <none>                 Running    <none>      <none>
+NAME          KIND   SCHEDULED              RESULT     START       DURATION
+<none>        Job    2016-05-19T10:04:00Z   Queued     <none>      <none>
+<none>        Job    2016-05-19T10:03:00Z   Queued     <none>      <none>
+cj-mo7f5ao    Job    manual                 Running    60s ago     60s
+cj-24394140   Job    2016-05-19T09:00:00Z   Complete   4m59s ago   12s
+cj-24394080   Job    <none>                 Failed     65m ago     2m30s
+cj-pending    Job    <none>                 Running    <none>      <none>
 "
         );
     }
@@ -282,15 +273,15 @@ cj-pending    <none>                 Running    <none>      <none>
         let now = t("2016-05-19T10:05:00Z");
         let at = |s| (manual_name("cj", t(s)), t(s));
         let pending = [at("2016-05-19T10:05:00Z"), at("2016-05-19T12:35:00Z")];
-        let jobs = vec![job("cj-24394140").scheduled()];
+        let jobs = runs(vec![job("cj-24394140").scheduled()]);
         assert_eq!(
-            runs_table(&jobs, &pending, &[t("2016-05-19T10:04:00Z")], now).render(),
+            runs_table(&jobs, "Job", &pending, &[t("2016-05-19T10:04:00Z")], now).render(),
             "\
-NAME          SCHEDULED              RESULT    START     DURATION
-cj-mo7fcac    2016-05-19T12:35:00Z   Pending   in 150m   <none>
-cj-mo7f5cc    2016-05-19T10:05:00Z   Pending   due       <none>
-<none>        2016-05-19T10:04:00Z   Queued    <none>    <none>
-cj-24394140   2016-05-19T09:00:00Z   Running   <none>    <none>
+NAME          KIND   SCHEDULED              RESULT    START     DURATION
+cj-mo7fcac    Job    2016-05-19T12:35:00Z   Pending   in 150m   <none>
+cj-mo7f5cc    Job    2016-05-19T10:05:00Z   Pending   due       <none>
+<none>        Job    2016-05-19T10:04:00Z   Queued    <none>    <none>
+cj-24394140   Job    2016-05-19T09:00:00Z   Running   <none>    <none>
 "
         );
     }
@@ -298,11 +289,14 @@ cj-24394140   2016-05-19T09:00:00Z   Running   <none>    <none>
     #[test]
     fn a_backfills_job_says_so_beside_its_slot() {
         let mut old = job("cj-24393000").scheduled_for("2016-05-18T15:00:00Z");
-        assert_eq!(scheduled(&old), "2016-05-18T15:00:00Z");
+        assert_eq!(scheduled(&Workload::of_job(&old)), "2016-05-18T15:00:00Z");
         old.metadata
             .annotations
             .get_or_insert_default()
             .insert(crate::api::ANNOTATION_BACKFILLED.into(), "true".into());
-        assert_eq!(scheduled(&old), "2016-05-18T15:00:00Z (backfill)");
+        assert_eq!(
+            scheduled(&Workload::of_job(&old)),
+            "2016-05-18T15:00:00Z (backfill)"
+        );
     }
 }

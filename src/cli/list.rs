@@ -2,14 +2,14 @@
 //! like kubectl's, or as a `List` with `-o json|yaml`.
 //!
 //! Two requests whatever the number of CronJobs: the CronJobs, then the Jobs carrying the label
-//! `batch.kronjob.dev/cronjob` in the same namespace (or all namespaces). Jobs are matched to
-//! their CronJob by the controller owner reference's UID.
+//! `batch.kronjob.dev/cronjob` in the same namespace (or all namespaces); and a look-up and a
+//! list for each other kind the CronJobs run. Runs are matched to their CronJob by the
+//! controller owner reference's UID.
 
 use std::collections::HashMap;
 use std::io::Write;
 
 use jiff::Timestamp;
-use k8s_openapi::api::batch::v1::Job;
 use kube::Client;
 use kube::api::ListParams;
 
@@ -17,9 +17,9 @@ use super::CliError;
 use super::cluster::{KubeArgs, Scope};
 use super::next::{cronjob_times, hash_key};
 use super::table::{self, Format, NONE, Table};
-use crate::api::{CronJob, LABEL_CRONJOB, trigger};
+use crate::api::{CronJob, trigger};
 use crate::schedule::{Schedule, time_zone};
-use crate::workload::{Outcome, controller_uid, job_finish as finish};
+use crate::workload::{Outcome, Workload, controller_uid};
 
 /// Flags of `list`.
 #[derive(clap::Args, Debug)]
@@ -72,17 +72,17 @@ pub async fn run(
         writeln!(err, "{}", scope.nothing_found())?;
         return Ok(());
     }
-    let jobs = scope
-        .api::<Job>(&client)
-        .list(&ListParams::default().labels(LABEL_CRONJOB))
+    let runs: Vec<Workload> = super::workloads::runs_in(&client, &scope, &cronjobs)
         .await?
-        .items;
+        .into_iter()
+        .map(|r| r.workload)
+        .collect();
     let columns = Columns {
         wide: args.output == Some(Format::Wide),
         namespace: scope == Scope::All,
     };
     out.write_all(
-        cronjob_table(&cronjobs, &jobs, now, columns)
+        cronjob_table(&cronjobs, &runs, now, columns)
             .render()
             .as_bytes(),
     )?;
@@ -98,10 +98,10 @@ pub struct Columns {
     pub namespace: bool,
 }
 
-/// The table of `cronjobs`, with the last run of each found among `jobs`.
+/// The table of `cronjobs`, with the last run of each found among `runs` (of any kind).
 pub fn cronjob_table(
     cronjobs: &[CronJob],
-    jobs: &[Job],
+    runs: &[Workload],
     now: Timestamp,
     columns: Columns,
 ) -> Table {
@@ -115,10 +115,10 @@ pub fn cronjob_table(
     if columns.wide {
         header.extend(["containers", "images", "last success"]);
     }
-    let mut by_owner: HashMap<&str, Vec<&Job>> = HashMap::new();
-    for job in jobs {
-        if let Some(uid) = controller_uid(&job.metadata) {
-            by_owner.entry(uid).or_default().push(job);
+    let mut by_owner: HashMap<&str, Vec<&Workload>> = HashMap::new();
+    for run in runs {
+        if let Some(uid) = controller_uid(&run.metadata) {
+            by_owner.entry(uid).or_default().push(run);
         }
     }
     let mut table = Table::new(&header);
@@ -134,7 +134,7 @@ pub fn cronjob_table(
     table
 }
 
-fn row(cj: &CronJob, jobs: &[&Job], now: Timestamp, columns: Columns) -> Vec<String> {
+fn row(cj: &CronJob, runs: &[&Workload], now: Timestamp, columns: Columns) -> Vec<String> {
     let status = cj.status.clone().unwrap_or_default();
     let mut row = vec![
         cj.metadata.name.clone().unwrap_or_default(),
@@ -144,7 +144,7 @@ fn row(cj: &CronJob, jobs: &[&Job], now: Timestamp, columns: Columns) -> Vec<Str
         status.active.len().to_string(),
         status.queued.len().to_string(),
         pending_runs(cj, now),
-        last_run(jobs.iter().copied()).map_or_else(|| NONE.into(), |r| r.show(now)),
+        last_run(runs.iter().copied()).map_or_else(|| NONE.into(), |r| r.show(now)),
         next_run(cj, now),
         cj.metadata
             .creation_timestamp
@@ -198,15 +198,15 @@ impl LastRun {
     }
 }
 
-/// The newest finished Job among `jobs` (running Jobs do not count), by finish time.
-pub fn last_run<'a>(jobs: impl IntoIterator<Item = &'a Job>) -> Option<LastRun> {
-    jobs.into_iter()
-        .filter_map(|job| {
-            let finish = finish(job)?;
+/// The newest finished run among `runs` (running ones do not count), by finish time.
+pub fn last_run<'a>(runs: impl IntoIterator<Item = &'a Workload>) -> Option<LastRun> {
+    runs.into_iter()
+        .filter_map(|run| {
+            let finish = run.finish?;
             let at = finish
                 .at
-                .or_else(|| job.status.as_ref()?.start_time.as_ref().map(|t| t.0))
-                .or_else(|| job.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
+                .or(run.started)
+                .or_else(|| run.metadata.creation_timestamp.as_ref().map(|t| t.0))?;
             Some(LastRun {
                 at,
                 outcome: finish.outcome,
@@ -280,10 +280,10 @@ mod tests {
 
     #[test]
     fn last_run_is_the_newest_finished_job() {
-        let early = job("cj-1").complete_at("2016-05-19T09:00:30Z");
-        let late = job("cj-2").failed_at("2016-05-19T10:02:00Z");
-        let running = job("cj-3").started_at("2016-05-19T10:04:00Z");
-        type Case<'a> = (&'a str, Vec<&'a Job>, Option<(&'a str, Outcome)>);
+        let early = Workload::of_job(&job("cj-1").complete_at("2016-05-19T09:00:30Z"));
+        let late = Workload::of_job(&job("cj-2").failed_at("2016-05-19T10:02:00Z"));
+        let running = Workload::of_job(&job("cj-3").started_at("2016-05-19T10:04:00Z"));
+        type Case<'a> = (&'a str, Vec<&'a Workload>, Option<(&'a str, Outcome)>);
         let cases: Vec<Case> = vec![
             ("no jobs", vec![], None),
             ("only running", vec![&running], None),
@@ -319,7 +319,7 @@ mod tests {
                 status: "True".into(),
                 ..Default::default()
             });
-        let run = last_run([&failed]).expect("finished");
+        let run = last_run([&Workload::of_job(&failed)]).expect("finished");
         assert_eq!(run.at, t("2016-05-19T09:00:00Z"));
         assert_eq!(run.show(t(NOW)), "65m ago (Failed)");
     }
@@ -394,7 +394,7 @@ mod tests {
         assert_eq!(next_run(&cj, now), table::from_now(next, now));
     }
 
-    fn sample() -> (Vec<CronJob>, Vec<Job>) {
+    fn sample() -> (Vec<CronJob>, Vec<Workload>) {
         let hourly = cronjob("0 * * * *")
             .named("hourly")
             .created_at("2016-05-15T10:05:00Z");
@@ -422,7 +422,7 @@ mod tests {
             ANNOTATION_TRIGGER.into(),
             "2016-05-19T12:00:00Z,2016-05-19T10:30:00Z".into(),
         );
-        let jobs = vec![
+        let jobs = [
             job("hourly-1")
                 .owned_by("hourly-uid")
                 .complete_at("2016-05-19T10:02:00Z"),
@@ -432,7 +432,8 @@ mod tests {
             running,
             job("stranger").owned_by("other-uid").failed_at(NOW),
         ];
-        (vec![hourly, nightly], jobs)
+        let runs = jobs.iter().map(Workload::of_job).collect();
+        (vec![hourly, nightly], runs)
     }
 
     #[test]

@@ -18,6 +18,7 @@ pub mod next;
 pub mod suspend;
 pub mod table;
 pub mod trigger;
+pub mod workloads;
 
 use std::future::Future;
 use std::io::Write;

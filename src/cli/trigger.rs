@@ -13,13 +13,13 @@ use std::time::Duration;
 
 use jiff::civil::DateTime;
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::batch::v1::Job;
 use kube::api::{Patch, PatchParams};
 use kube::{Api, Client};
 use serde_json::json;
 
 use super::CliError;
 use super::cluster::KubeArgs;
+use super::workloads::{Served, type_of};
 use crate::api::trigger::{self, HORIZON, MAX_PENDING};
 use crate::api::{ANNOTATION_TRIGGER, CronJob};
 use crate::workload::manual_name;
@@ -126,15 +126,19 @@ pub async fn run(
 ) -> Result<(), CliError> {
     let namespace = args.kube.namespace(&client);
     let cronjobs: Api<CronJob> = Api::namespaced(client.clone(), &namespace);
-    let jobs: Api<Job> = Api::namespaced(client, &namespace);
+    let runs = Runs {
+        client: &client,
+        namespace: &namespace,
+    };
     if args.cancel {
-        return cancel(&cronjobs, &jobs, args, now, out).await;
+        return cancel(&cronjobs, &runs, args, now, out).await;
     }
     let timed = args.at.is_some() || args.in_.is_some();
     let mut attempt = 0;
-    let (requested, others) = loop {
+    let (requested, others, served) = loop {
         attempt += 1;
         let cj = cronjobs.get(&args.name).await?;
+        let served = Served::find(&client, &type_of(&cj)).await?;
         let at = asked_time(args, &cj, now)?;
         let requests = trigger::requests_of(&cj, now);
         let requested = match requests.due(now).next() {
@@ -149,12 +153,13 @@ pub async fn run(
             .filter(|t| *t > now && *t != requested)
             .collect();
         if requests.times.contains(&requested) {
-            break (requested, others);
+            break (requested, others, served);
         }
-        if timed && requested <= now && jobs.get_opt(&job_name(args, requested)).await?.is_some() {
+        let name = job_name(args, requested);
+        if timed && requested <= now && runs.exists(&served, &name).await? {
             return Err(CliError::Failed(format!(
-                "the run at {requested} already ran: job.batch/{}",
-                job_name(args, requested)
+                "the run at {requested} already ran: {}",
+                served.name_of(&name)
             )));
         }
         if requests.times.len() >= MAX_PENDING {
@@ -167,16 +172,17 @@ pub async fn run(
         let mut times = requests.times.clone();
         times.push(requested);
         match write(&cronjobs, &cj, &args.name, trigger::format(&times)).await {
-            Ok(()) => break (requested, others),
+            Ok(()) => break (requested, others, served),
             Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => continue,
             Err(e) => return Err(e.into()),
         }
     };
     let job = job_name(args, requested);
+    let shown = served.name_of(&job);
     if requested > now {
         writeln!(
             out,
-            "cronjob.batch.kronjob.dev/{} runs at {requested}: pending, the manager creates job.batch/{job} then",
+            "cronjob.batch.kronjob.dev/{} runs at {requested}: pending, the manager creates {shown} then",
             args.name
         )?;
         if !others.is_empty() {
@@ -188,14 +194,27 @@ pub async fn run(
     if args.wait.is_zero() {
         writeln!(
             out,
-            "cronjob.batch.kronjob.dev/{} triggered: the manager creates job.batch/{job}",
+            "cronjob.batch.kronjob.dev/{} triggered: the manager creates {shown}",
             args.name
         )?;
         return Ok(());
     }
-    wait_for(jobs, &job, args).await?;
-    writeln!(out, "job.batch/{job} created")?;
+    wait_for(&runs, &served, &job, args).await?;
+    writeln!(out, "{shown} created")?;
     Ok(())
+}
+
+/// Where the runs of the CronJob are looked for.
+struct Runs<'a> {
+    client: &'a Client,
+    namespace: &'a str,
+}
+
+impl Runs<'_> {
+    /// Whether the run `name` of kind `served` exists.
+    async fn exists(&self, served: &Served, name: &str) -> Result<bool, CliError> {
+        served.exists(self.client, self.namespace, name).await
+    }
 }
 
 fn job_name(args: &TriggerArgs, at: Timestamp) -> String {
@@ -224,23 +243,24 @@ async fn write(
 /// already (or was never asked for) is an error.
 async fn cancel(
     cronjobs: &Api<CronJob>,
-    jobs: &Api<Job>,
+    runs: &Runs<'_>,
     args: &TriggerArgs,
     now: Timestamp,
     out: &mut dyn Write,
 ) -> Result<(), CliError> {
     let mut attempt = 0;
-    let cancelled = loop {
+    let (cancelled, served) = loop {
         attempt += 1;
         let cj = cronjobs.get(&args.name).await?;
+        let served = Served::find(runs.client, &type_of(&cj)).await?;
         let requests = trigger::requests_of(&cj, now);
         let cancelled: Vec<Timestamp> = match args.at {
             Some(_) => {
                 let at = asked_time(args, &cj, now)?;
                 if !requests.times.contains(&at) {
                     let job = job_name(args, at);
-                    return Err(CliError::Failed(if jobs.get_opt(&job).await?.is_some() {
-                        format!("the run at {at} already ran: job.batch/{job}")
+                    return Err(CliError::Failed(if runs.exists(&served, &job).await? {
+                        format!("the run at {at} already ran: {}", served.name_of(&job))
                     } else {
                         format!(
                             "no run of cronjob.batch.kronjob.dev/{} is pending at {at}",
@@ -265,21 +285,21 @@ async fn cancel(
             .filter(|t| !cancelled.contains(t))
             .collect();
         match write(cronjobs, &cj, &args.name, trigger::format(&rest)).await {
-            Ok(()) => break cancelled,
+            Ok(()) => break (cancelled, served),
             Err(kube::Error::Api(s)) if s.code == 409 && attempt < ATTEMPTS => continue,
             Err(e) => return Err(e.into()),
         }
     };
-    // The manager may have created a Job due now just before the cancellation.
+    // The manager may have created a run due now just before the cancellation.
     let mut ran = Vec::new();
     for at in cancelled {
-        let job = job_name(args, at);
-        if jobs.get_opt(&job).await?.is_some() {
-            ran.push(format!("the run at {at} already ran: job.batch/{job}"));
+        let job = served.name_of(&job_name(args, at));
+        if runs.exists(&served, &job_name(args, at)).await? {
+            ran.push(format!("the run at {at} already ran: {job}"));
         } else {
             writeln!(
                 out,
-                "cronjob.batch.kronjob.dev/{}: the run at {at} is cancelled (job.batch/{job} is not created)",
+                "cronjob.batch.kronjob.dev/{}: the run at {at} is cancelled ({job} is not created)",
                 args.name
             )?;
         }
@@ -291,18 +311,24 @@ async fn cancel(
     }
 }
 
-/// Look for the Job every [`POLL`] until it exists or `--wait` has passed.
-async fn wait_for(jobs: Api<Job>, job: &str, args: &TriggerArgs) -> Result<(), CliError> {
+/// Look for the run every [`POLL`] until it exists or `--wait` has passed.
+async fn wait_for(
+    runs: &Runs<'_>,
+    served: &Served,
+    job: &str,
+    args: &TriggerArgs,
+) -> Result<(), CliError> {
     let deadline = tokio::time::Instant::now() + args.wait;
     loop {
-        if jobs.get_opt(job).await?.is_some() {
+        if runs.exists(served, job).await? {
             return Ok(());
         }
         if tokio::time::Instant::now() + POLL > deadline {
             return Err(CliError::Failed(format!(
-                "job.batch/{job} was not created within {}s: is the kronjob manager running? \
+                "{} was not created within {}s: is the kronjob manager running? \
                  The request stays on cronjob.batch.kronjob.dev/{} (annotation {ANNOTATION_TRIGGER}) \
                  and runs when the manager sees it",
+                served.name_of(job),
                 args.wait.as_secs(),
                 args.name
             )));

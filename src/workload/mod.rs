@@ -95,6 +95,19 @@ impl WorkloadType {
     }
 }
 
+/// The kind a CronJob runs: batch/v1 Job for a `jobTemplate`, else its `workloadTemplate`'s;
+/// `None` for neither.
+pub fn type_of(spec: &crate::api::CronJobSpec) -> Option<WorkloadType> {
+    if spec.job_template.is_some() {
+        return Some(WorkloadType::job().as_ref().clone());
+    }
+    let template = spec.workload_template.as_ref()?;
+    Some(WorkloadType {
+        api_version: template.api_version.clone(),
+        kind: template.kind.clone(),
+    })
+}
+
 /// A workload as the plan reads it, whatever its kind: its kind, its metadata (the name, UID,
 /// owner references, kronjob's annotations, deletion time), and what its kind's rule says of
 /// its status.

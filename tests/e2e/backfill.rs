@@ -235,7 +235,7 @@ pub async fn ten_slots_three_at_a_time_and_the_repeat_creates_nothing(ctx: Ctx) 
     let again = env.plugin_ok(&repeat.iter().map(String::as_str).collect::<Vec<_>>());
     assert!(again.contains("0 of 10 slots to run"), "{again}");
     assert!(
-        again.contains("backfill done: 0 of 0 Jobs created"),
+        again.contains("backfill done: 0 of 0 runs created"),
         "{again}"
     );
     wait_event(

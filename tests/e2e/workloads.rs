@@ -20,6 +20,8 @@ crate::cases!(
     workloads:
     every_kind_runs_its_slot_and_finishes_by_its_rule,
     policies_history_failures_and_ttls_hold_for_any_kind,
+    a_kind_installed_late_starts_by_itself_and_one_removed_or_not_allowed_is_reported,
+    a_restart_backfill_and_manual_runs_make_one_object_per_run,
     the_webhook_judges_a_workload_by_its_authors_access_and_its_kinds_schema,
 );
 
@@ -619,14 +621,233 @@ pub const SPROCKET: Kind = Kind {
 };
 
 /// A kind no CRD serves (the tests never install it).
-pub const GADGET: Kind = Kind {
+pub const NOT_INSTALLED: Kind = Kind {
     group: "absent.e2e.kronjob.dev",
     version: "v1",
     kind: "Gadget",
     plural: "gadgets",
 };
 
-/// (c) The admission webhook, as the API server calls it, on CronJobs of workload kinds: a user
+/// The `Ready` condition's (status, reason) of the CronJob `name`, once it has one.
+async fn ready_of(env: &Env, name: &str) -> Option<(String, String, String)> {
+    let status = env.api::<CronJob>().get_status(name).await.ok()?.status?;
+    let ready = status.conditions.into_iter().find(|c| c.type_ == "Ready")?;
+    Some((ready.status, ready.reason, ready.message))
+}
+
+/// Wait until the CronJob `name` is `Ready` `status` with `reason`; its message.
+async fn wait_ready_reason(
+    env: &Env,
+    name: &str,
+    status: &str,
+    reason: &str,
+    limit: Duration,
+) -> String {
+    wait_for(
+        limit,
+        &format!("{name} Ready={status} {reason}"),
+        || async {
+            let (s, r, m) = ready_of(env, name).await?;
+            (s == status && r == reason).then_some(m)
+        },
+    )
+    .await
+}
+
+/// A kind installed by this case only (a CRD is cluster-wide).
+const GADGET: Kind = Kind {
+    group: "late.e2e.kronjob.dev",
+    version: "v1",
+    kind: "Gadget",
+    plural: "gadgets",
+};
+
+/// (c) A CronJob naming a kind not installed yet reports `WorkloadKindNotFound` (a Warning
+/// Event once) and starts by itself when the CRD appears; the CRD deleted, it reports it
+/// again, and neither the manager nor a Job CronJob beside it is disturbed; a kind outside
+/// `--workload-kinds` is `WorkloadKindNotAllowed` and never created.
+pub async fn a_kind_installed_late_starts_by_itself_and_one_removed_or_not_allowed_is_reported(
+    ctx: Ctx,
+) {
+    use crate::observe::wait_event;
+    let env = Env::new(&ctx).await;
+    install(&env.client, &[RAYJOB]).await;
+    let cronjobs = env.api::<CronJob>();
+    let mut late = cronjob("late", &GADGET, json!({}));
+    late["spec"]["completion"] = json!({"succeeded": "self.status.done", "failed": "false"});
+    apply(&cronjobs, late).await;
+    apply(&cronjobs, cronjob("unlisted", &RAYJOB, json!({}))).await;
+    apply(&cronjobs, crate::cronjob::quiet_every_minute("plain")).await;
+    let mut manager = env.manager(&[&kinds_flag(&[GADGET])]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    let soon = Duration::from_secs(30);
+    let missing = wait_ready_reason(&env, "late", "False", "WorkloadKindNotFound", soon).await;
+    assert!(
+        missing.contains("Gadget") && missing.contains("late.e2e.kronjob.dev/v1"),
+        "{missing}"
+    );
+    wait_event(
+        &env,
+        "late",
+        "WorkloadKindNotFound",
+        "install its CRD",
+        soon,
+    )
+    .await;
+    let refused =
+        wait_ready_reason(&env, "unlisted", "False", "WorkloadKindNotAllowed", soon).await;
+    assert!(refused.contains("rayjobs.ray.io"), "{refused}");
+    // The CRD appears: the CronJob schedules within the look-up period, and runs its slot.
+    install(&env.client, &[GADGET]).await;
+    let installed = std::time::Instant::now();
+    wait_ready_reason(&env, "late", "True", "Scheduled", Duration::from_secs(25)).await;
+    println!(
+        "e2e: kind found {:.1}s after its CRD was installed",
+        installed.elapsed().as_secs_f64()
+    );
+    wait_workloads(&env, &GADGET, "late", 1, Duration::from_secs(75)).await;
+    // The CRD deleted (its objects with it): reported again, nothing else disturbed.
+    let crds: Api<CustomResourceDefinition> = Api::all(env.client.clone());
+    crds.delete(
+        &format!("{}.{}", GADGET.plural, GADGET.group),
+        &DeleteParams::default(),
+    )
+    .await
+    .expect("delete the CRD");
+    wait_ready_reason(
+        &env,
+        "late",
+        "False",
+        "WorkloadKindNotFound",
+        Duration::from_secs(60),
+    )
+    .await;
+    let jobs_before = env.jobs_of("plain").await.len();
+    wait_for(Duration::from_secs(75), "plain's next Job", || async {
+        (env.jobs_of("plain").await.len() > jobs_before).then_some(())
+    })
+    .await;
+    assert!(
+        workloads_of(&env, &RAYJOB, "unlisted").await.is_empty(),
+        "never created"
+    );
+    manager.wait_ready(Duration::from_secs(5)).await;
+    drop(manager);
+    let _ = cronjobs
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    env.cleanup().await;
+}
+
+/// (d) A manager killed right after a slot's SparkApplication and started again creates
+/// nothing more for that slot; `kubectl kronjob backfill` runs the slots before the CronJob's
+/// creation as SparkApplications marked backfilled, and the repeat creates nothing;
+/// `kubectl kronjob trigger` runs one now; `history` lists them with their kind.
+pub async fn a_restart_backfill_and_manual_runs_make_one_object_per_run(ctx: Ctx) {
+    let env = Env::new(&ctx).await;
+    install(&env.client, &[SPARK]).await;
+    let cronjobs = env.api::<CronJob>();
+    let mut object = cronjob("spark", &SPARK, json!({"type": "Scala"}));
+    object["spec"]["successfulJobsHistoryLimit"] = json!(20);
+    object["spec"]["failedJobsHistoryLimit"] = json!(20);
+    let cj = apply(&cronjobs, object).await;
+    let flag = kinds_flag(&[SPARK]);
+    let mut manager = env.manager(&[&flag]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    // The first slot's object, then a crash and a restart at once.
+    let first = wait_workloads(&env, &SPARK, "spark", 1, Duration::from_secs(75)).await;
+    manager.kill();
+    let mut manager = env.manager(&[&flag]);
+    manager.wait_ready(Duration::from_secs(60)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let scheduled = |items: &[DynamicObject]| -> Vec<String> {
+        items
+            .iter()
+            .filter(|o| {
+                let a = o.annotations();
+                a.contains_key("batch.kronjob.dev/scheduled-at")
+                    && !a.contains_key("batch.kronjob.dev/backfilled")
+            })
+            .map(|o| o.name_any())
+            .collect()
+    };
+    assert_eq!(
+        scheduled(&workloads_of(&env, &SPARK, "spark").await),
+        [first[0].name_any()],
+        "one object for the slot across the restart"
+    );
+    // A backfill of the three minutes before the CronJob's creation.
+    let created = cj.metadata.creation_timestamp.clone().expect("created").0;
+    let last = jiff::Timestamp::from_second(created.as_second().div_euclid(60) * 60 - 60)
+        .expect("a minute");
+    let from = (last - jiff::SignedDuration::from_mins(2)).to_string();
+    let to = last.to_string();
+    let args = [
+        "backfill",
+        "spark",
+        "-n",
+        &env.namespace,
+        "--from",
+        &from,
+        "--to",
+        &to,
+        "--parallel",
+        "5",
+        "--wait",
+        "90s",
+    ];
+    let printed = env.plugin_ok(&args);
+    let created_lines: Vec<&str> = printed
+        .lines()
+        .filter(|l| l.starts_with("sparkapplication.sparkoperator.k8s.io/spark-"))
+        .filter(|l| l.ends_with(" created"))
+        .collect();
+    assert_eq!(created_lines.len(), 3, "{printed}");
+    assert!(
+        printed.contains("backfill done: 3 of 3 runs created"),
+        "{printed}"
+    );
+    let backfilled: Vec<DynamicObject> = workloads_of(&env, &SPARK, "spark")
+        .await
+        .into_iter()
+        .filter(|o| o.annotations().contains_key("batch.kronjob.dev/backfilled"))
+        .collect();
+    let names: Vec<String> = backfilled
+        .iter()
+        .map(|o| format!("{} {:?}", o.name_any(), o.annotations()))
+        .collect();
+    assert_eq!(backfilled.len(), 3, "three slots backfilled: {names:#?}");
+    let again = env.plugin_ok(&args);
+    assert!(again.contains("0 of 0 runs created"), "{again}");
+    // A manual run.
+    let triggered = env.plugin_ok(&["trigger", "spark", "-n", &env.namespace, "--wait", "60s"]);
+    assert!(
+        triggered
+            .trim()
+            .starts_with("sparkapplication.sparkoperator.k8s.io/spark-m")
+            && triggered.trim().ends_with(" created"),
+        "{triggered}"
+    );
+    // history names the kind of each run.
+    let history = env.plugin_ok(&["history", "spark", "-n", &env.namespace]);
+    let rows: Vec<&str> = history.lines().skip(1).collect();
+    assert!(rows.len() >= 5, "{history}");
+    assert!(
+        history.lines().next().is_some_and(|h| h.contains("KIND")),
+        "{history}"
+    );
+    assert!(
+        rows.iter().all(|r| r.contains(" SparkApplication ")),
+        "{history}"
+    );
+    drop(manager);
+    let _ = cronjobs
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    env.cleanup().await;
+}
+
+/// (e) The admission webhook, as the API server calls it, on CronJobs of workload kinds: a user
 /// who may create kronjob CronJobs but not RayJobs is refused naming the kind and the verb, one
 /// who may create both is not; a Sprocket its CRD's schema refuses is refused on
 /// `spec.workloadTemplate.spec.teeth`; a Gadget, whose CRD is not installed, is accepted with a
@@ -643,9 +864,12 @@ pub async fn the_webhook_judges_a_workload_by_its_authors_access_and_its_kinds_s
         "properties": {"teeth": {"type": "integer", "minimum": 1}},
     });
     install_crd(&env.client, strict).await;
-    let webhook =
-        crate::webhook::Webhook::start(&ctx, &env, &[&kinds_flag(&[RAYJOB, SPROCKET, GADGET])])
-            .await;
+    let webhook = crate::webhook::Webhook::start(
+        &ctx,
+        &env,
+        &[&kinds_flag(&[RAYJOB, SPROCKET, NOT_INSTALLED])],
+    )
+    .await;
     // alice and bob may create kronjob CronJobs; bob RayJobs too.
     let pp = PostParams::default();
     let role = |name: &str, group: &str, resource: &str| -> Role {
@@ -722,7 +946,7 @@ pub async fn the_webhook_judges_a_workload_by_its_authors_access_and_its_kinds_s
     let (created, said) = create("sprocket", &SPROCKET, json!({"teeth": 12}), "");
     assert!(created, "{said}");
     // (c) A kind not installed: accepted, with a warning.
-    let (created, said) = create("gadget", &GADGET, json!({"size": 1}), "");
+    let (created, said) = create("gadget", &NOT_INSTALLED, json!({"size": 1}), "");
     assert!(created, "{said}");
     assert!(
         said.contains("Warning: spec.workloadTemplate: the API server serves no kind Gadget in absent.e2e.kronjob.dev/v1"),

@@ -81,6 +81,16 @@ pub struct Running {
 
 /// Start the CronJob controller against `sim`, reading time from `clock`.
 pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: u16) -> Running {
+    run_cronjob_controller_with(sim, clock, concurrency, Default::default())
+}
+
+/// [`run_cronjob_controller`], creating the workload kinds `kinds` (`--workload-kinds`).
+pub fn run_cronjob_controller_with(
+    sim: &ApiSim,
+    clock: Arc<dyn Clock>,
+    concurrency: u16,
+    kinds: kronjob::controller::workloads::AllowedKinds,
+) -> Running {
     let shared = Shared {
         client: sim.client(),
         clock,
@@ -95,7 +105,7 @@ pub fn run_cronjob_controller(sim: &ApiSim, clock: Arc<dyn Clock>, concurrency: 
         concurrency,
         default_job_ttl: None,
         cronjob_metrics_limit: cronjob::series::DEFAULT_LIMIT,
-        workload_kinds: Default::default(),
+        workload_kinds: kinds,
     };
     let metrics = ReconcilerMetrics::new(&mut Default::default());
     let stop = CancellationToken::new();

@@ -14,7 +14,7 @@ use super::status::reason;
 use crate::api::{CompletionRule, CronJob};
 use crate::controller::workloads::{Availability, Resolved};
 use crate::workload::cel::Completion;
-use crate::workload::{WorkloadType, kinds};
+use crate::workload::{kinds, type_of};
 
 /// Compiled completion rules kept (distinct texts; CronJobs of one team often share one).
 const COMPILED: usize = 256;
@@ -63,24 +63,11 @@ impl Completions {
     }
 }
 
-/// The kind of workload `cj` runs: batch/v1 Job for a `jobTemplate`, else what its
-/// `workloadTemplate` names.
-pub fn type_of(cj: &CronJob) -> Option<WorkloadType> {
-    if cj.spec.job_template.is_some() {
-        return Some(WorkloadType::job().as_ref().clone());
-    }
-    let template = cj.spec.workload_template.as_ref()?;
-    Some(WorkloadType {
-        api_version: template.api_version.clone(),
-        kind: template.kind.clone(),
-    })
-}
-
 /// Find the kind `cj` runs, and its completion rule.
 pub fn find(ctx: &Context, cj: &CronJob) -> Found {
     let invalid =
         |message: String| Found::Blocked(workload_problem(reason::INVALID_WORKLOAD, message));
-    let Some(type_) = type_of(cj) else {
+    let Some(type_) = type_of(&cj.spec) else {
         return invalid("one of spec.jobTemplate and spec.workloadTemplate is required".into());
     };
     let known = kinds::known(type_.group(), &type_.kind).is_some();

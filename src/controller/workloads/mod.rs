@@ -161,8 +161,10 @@ impl Workloads {
     /// Whether workloads of `type_` can be created and read now.
     pub fn availability(&self, type_: &WorkloadType) -> Availability {
         if type_.is_job() {
+            static JOB: std::sync::LazyLock<Arc<Resolved>> =
+                std::sync::LazyLock::new(|| Arc::new(Resolved::job()));
             return if self.shared.allowed.allows("jobs", "batch") {
-                Availability::Ready(Arc::new(Resolved::job()))
+                Availability::Ready(Arc::clone(&JOB))
             } else {
                 Availability::Unavailable(not_allowed("jobs.batch", &self.shared.allowed))
             };
@@ -185,6 +187,9 @@ impl Workloads {
     /// first CronJob and stopped after its last.
     pub fn observe(&self, event: &watcher::Event<CachedCronJob>) {
         match event {
+            // A CronJob of Jobs names no kind to watch (unless it used to).
+            watcher::Event::Apply(cj) | watcher::Event::InitApply(cj)
+                if cj.spec.job_template.is_some() && self.state().users.is_empty() => {}
             watcher::Event::Apply(cj) | watcher::Event::InitApply(cj) => {
                 self.ruled(ObjectRef::from_obj(cj), cj.spec.completion.as_deref());
                 self.named(ObjectRef::from_obj(cj), cj.workload_type());

@@ -49,6 +49,16 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{ include "kronjob.fullname" . }}-validating
 {{- end }}
 
+{{- /* The webhook's certificate is the manager's own (self-signed, kept in a Secret and
+the webhook configurations' caBundle): then it needs RBAC for both. */ -}}
+{{- define "kronjob.selfSigned" -}}
+{{- if and .Values.webhook.enabled (not .Values.webhook.certManager.enabled) }}true{{ end }}
+{{- end }}
+
+{{- define "kronjob.certManager" -}}
+{{- if and .Values.webhook.enabled .Values.webhook.certManager.enabled }}true{{ end }}
+{{- end }}
+
 {{- define "kronjob.leaderLease" -}}
 {{ include "kronjob.fullname" . }}-leader
 {{- end }}

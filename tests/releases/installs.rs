@@ -3,12 +3,11 @@
 //! manager is told its own names: the webhook configurations whose caBundle it keeps, the
 //! Service its certificate is for, and its Lease.
 
-#[path = "support/tools.rs"]
-mod tools;
-
 use std::collections::BTreeSet;
 
 use serde_json::Value;
+
+use crate::tools;
 
 /// (kind, namespace, name) of every object.
 fn identities(objects: &[Value]) -> BTreeSet<(String, String, String)> {
