@@ -4,7 +4,8 @@
 //! policy is kronjob's instead of kube's default one.
 //!
 //! - [`observe`]: throttling made visible (429s, retry waits, request durations) and the
-//!   `Date` of every answer measured for the manager's clock.
+//!   `Date` of every answer measured for the manager's clock;
+//! - [`fence`]: the leader's writes fenced off by its renew deadline.
 //!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
 //! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4
@@ -25,8 +26,10 @@ use tower::retry::{Policy, RetryLayer};
 use tower::util::BoxService;
 use tower::{BoxError, Service};
 
+pub mod fence;
 pub mod observe;
 
+pub use fence::{Fence, Fenced, fenced};
 pub use observe::Observer;
 
 /// Why no client could be built.

@@ -43,7 +43,7 @@ pub use args::RunArgs;
 pub use crd::ensure_crd;
 pub use health::{Health, health_router, metrics_router};
 
-use crate::client::Observer;
+use crate::client::{Fence, Observer};
 use crate::clock::Clock;
 use crate::controller::Shared;
 use crate::controller::cronjob::{self, ReconcilerMetrics};
@@ -399,9 +399,16 @@ impl Manager {
     /// its share of the CronJobs with `--sharding`).
     fn run_controllers(&mut self, args: &RunArgs) {
         let (shard, released) = self.join_shard(args);
+        let lease = args.lease();
+        // A leader's controllers write only while its Lease is certainly its own.
+        let fence = Fence::default();
+        let client = match &lease {
+            Some(_) => crate::client::fenced(self.client.clone(), fence.clone()),
+            None => self.client.clone(),
+        };
         let controllers = Controllers {
             shared: Shared {
-                client: self.client.clone(),
+                client,
                 clock: Arc::clone(&self.clock),
                 scope: args.scope(),
                 instance: args.pod_name.clone(),
@@ -416,7 +423,6 @@ impl Manager {
             ttl_metrics: self.metrics.ttl.clone(),
             health: Arc::clone(&self.health),
         };
-        let lease = args.lease();
         let lease_api = lease
             .as_ref()
             .map(|l| Api::namespaced(self.client.clone(), &l.namespace));
@@ -425,6 +431,7 @@ impl Manager {
             lease,
             Arc::clone(&self.clock),
             Arc::clone(&self.health),
+            fence,
             self.shutdown.clone(),
             move |token| controllers.term(token),
         );
