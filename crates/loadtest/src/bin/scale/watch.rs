@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use kronjob::api::ANNOTATION_SCHEDULED_AT;
 
@@ -98,7 +98,10 @@ where
     let task = tokio::spawn(async move {
         let mut ready = Some(ready_tx);
         let mut versions: HashMap<String, String> = HashMap::new();
-        let mut stream = watcher(api, watcher::Config::default().page_size(5000)).boxed();
+        // Reconnected as kronjob's watches are (within seconds of an outage's end).
+        let mut stream = watcher(api, watcher::Config::default().page_size(5000))
+            .backoff(kronjob::backoff::watch_backoff())
+            .boxed();
         while let Some(event) = stream.next().await {
             let (object, listing) = match event {
                 Ok(watcher::Event::Apply(o)) => (o, false),
@@ -132,6 +135,14 @@ where
     });
     let _ = ready_rx.await;
     task
+}
+
+/// When each Job of `slot` arrived at the watch.
+pub fn arrivals(log: &Log, slot: Timestamp) -> impl Iterator<Item = Timestamp> + '_ {
+    log.jobs
+        .iter()
+        .filter(move |j| j.scheduled == Some(slot))
+        .map(|j| j.arrived)
 }
 
 /// Summarise one slot from what the watches saw: `names` are the CronJobs.
