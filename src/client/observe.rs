@@ -236,3 +236,63 @@ where
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answers_date_measures_the_api_servers_clock_and_a_429_is_counted() {
+        let response = Response::builder()
+            .status(StatusCode::TOO_MANY_REQUESTS)
+            .header(http::header::DATE, "Sun, 06 Nov 1994 08:49:37 GMT")
+            .body(())
+            .expect("response");
+        let stamp = date(&response).expect("an HTTP date");
+        assert_eq!(stamp.to_string(), "1994-11-06T08:49:37Z");
+        let observer = Observer::default();
+        let sent = SystemClock.now();
+        observer.answered(sent, response.status(), Some(stamp));
+        assert_eq!(observer.throttled.get(), 1);
+        // The server's clock is decades behind ours: the offset says so, within a second.
+        let offset = observer.clock().offset().expect("measured");
+        let behind = sent.duration_since(stamp).as_secs_f64();
+        assert!(
+            offset.low <= -behind + 1.0 && offset.high >= -behind - 0.1,
+            "{offset:?}"
+        );
+        assert!(offset.uncertainty() < 0.6, "{offset:?}");
+        let garbled = Response::builder()
+            .header(http::header::DATE, "yesterday")
+            .body(())
+            .expect("response");
+        assert_eq!(date(&garbled), None);
+    }
+
+    #[test]
+    fn a_watch_is_told_apart_from_a_get() {
+        let request = |method: Method, uri: &str| {
+            Request::builder()
+                .method(method)
+                .uri(uri)
+                .body(Body::empty())
+                .expect("request")
+        };
+        let method = |r: &Request<Body>| RequestLabels::of(r).method;
+        assert_eq!(
+            method(&request(
+                Method::GET,
+                "/api/v1/pods?watch=true&resourceVersion=1"
+            )),
+            "WATCH"
+        );
+        assert_eq!(
+            method(&request(Method::GET, "/api/v1/pods?limit=500")),
+            "GET"
+        );
+        assert_eq!(
+            method(&request(Method::POST, "/api/v1/namespaces/a/pods")),
+            "POST"
+        );
+    }
+}
