@@ -767,7 +767,9 @@ pub async fn replicas_with_skewed_clocks_run_slots_by_the_api_servers_clock(ctx:
             manager.log()
         );
     }
-    let slot = at_second(1).await;
+    // The first slot after the CronJobs' creation.
+    let slot = now().div_euclid(60) + 1;
+    wait_past(slot, 1).await;
     let by_ahead = jobs.wait_slot(&names, slot, Duration::from_secs(30)).await;
     wait_past(slot, 20).await;
     ahead.kill();
