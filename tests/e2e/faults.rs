@@ -322,6 +322,8 @@ impl Fleet {
         let (p50, p99, max) = spread(&late);
         let after_writes: Vec<i64> = created.iter().map(|c| c - writes).collect();
         let (w50, w99, wmax) = spread(&after_writes);
+        let after_slot: Vec<i64> = created.iter().map(|c| c - slot * 60).collect();
+        let (s50, s99, smax) = spread(&after_slot);
         // Created 15 s after the return at the earliest: on the suite's etcd (3.4.23, without
         // the progress notifications the API server's consistent list from its cache relies
         // on), a list in the first seconds after an API server restart can miss an object just
@@ -361,7 +363,8 @@ impl Fleet {
         let after = self.jobs.runs("after", slot + 1).len();
         let rss_after = rss_mib(self.manager.pid());
         eprintln!(
-            "faults: {fault}: the API server wrote again {} s after the return; the slot due during the fault created {p50}/{p99}/{max} s (p50/p99/max) after the return, {w50}/{w99}/{wmax} s after the API server wrote again; next slot {next_p50}/{next_p99}/{next_late} s after it was due; {} missed, {} duplicates; manager RSS {rss_before:.1} MiB before, {rss_after:.1} MiB after",
+            "faults: {fault}: back {} s after the slot, the API server writing again {} s after the return; the slot's Jobs created {s50}/{s99}/{smax} s (p50/p99/max) after the slot, {p50}/{p99}/{max} s after the return, {w50}/{w99}/{wmax} s after the API server wrote again; next slot {next_p50}/{next_p99}/{next_late} s after it was due; {} missed, {} duplicates; manager RSS {rss_before:.1} MiB before, {rss_after:.1} MiB after",
+            back - slot * 60,
             writes - back,
             tally.missed.len(),
             tally.duplicates.len()
