@@ -97,6 +97,9 @@ where
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut ready = Some(ready_tx);
+        // After the first list, a relist (the watch expired while the API server was away)
+        // brings what was created meanwhile: new names count as they arrive then.
+        let mut listed = false;
         let mut versions: HashMap<String, String> = HashMap::new();
         // Reconnected as kronjob's watches are (within seconds of an outage's end).
         let mut stream = watcher(api, watcher::Config::default().page_size(5000))
@@ -105,8 +108,9 @@ where
         while let Some(event) = stream.next().await {
             let (object, listing) = match event {
                 Ok(watcher::Event::Apply(o)) => (o, false),
-                Ok(watcher::Event::InitApply(o)) => (o, true),
+                Ok(watcher::Event::InitApply(o)) => (o, !listed),
                 Ok(watcher::Event::InitDone) => {
+                    listed = true;
                     if let Some(tx) = ready.take() {
                         let _ = tx.send(());
                     }
