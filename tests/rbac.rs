@@ -413,6 +413,47 @@ fn the_default_installs_limit_ingress_to_the_webhook_and_the_monitoring_namespac
     }
 }
 
+/// Every install path puts the manager's Lease requests (API Priority and Fairness) in the
+/// `leader-election` priority level, for its own ServiceAccount and the namespace of its
+/// Leases (the Deployment's), matched before the default FlowSchemas that would put them in
+/// `workload-low` with its Job creates (`service-accounts`, 9000).
+#[test]
+fn every_install_path_keeps_the_managers_leases_out_of_the_queue_of_its_job_creates() {
+    for (path, documents) in install_paths() {
+        let deployment = documents
+            .iter()
+            .find(|d| d["kind"] == "Deployment")
+            .unwrap_or_else(|| panic!("{path}: a Deployment"));
+        let account = &deployment["spec"]["template"]["spec"]["serviceAccountName"];
+        let namespace = &deployment["metadata"]["namespace"];
+        assert!(account.is_string() && namespace.is_string(), "{path}");
+        let schema = documents
+            .iter()
+            .find(|d| d["kind"] == "FlowSchema")
+            .unwrap_or_else(|| panic!("{path}: no FlowSchema"));
+        let spec = &schema["spec"];
+        assert_eq!(
+            spec["priorityLevelConfiguration"]["name"], "leader-election",
+            "{path}"
+        );
+        let precedence = spec["matchingPrecedence"].as_u64().expect("precedence");
+        assert!(precedence < 9000, "{path}: {precedence}");
+        let rule = &spec["rules"][0];
+        assert_eq!(
+            rule["subjects"],
+            serde_json::json!([{"kind": "ServiceAccount",
+                "serviceAccount": {"name": account, "namespace": namespace}}]),
+            "{path}"
+        );
+        assert_eq!(
+            rule["resourceRules"],
+            serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                "verbs": ["*"], "namespaces": [namespace]}]),
+            "{path}"
+        );
+    }
+}
+
 /// The RBAC request a recorded `METHOD PATH?QUERY` needs: (group, resource, verb, name).
 fn needed(line: &str) -> Option<Grant> {
     let (method, target) = line.split_once(' ')?;

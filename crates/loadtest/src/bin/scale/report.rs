@@ -239,6 +239,13 @@ impl Report {
         );
         out.push('\n');
         self.summary_table(&mut out);
+        for (p, fault) in self
+            .phases
+            .iter()
+            .filter_map(|p| Some((p, p.fault.as_ref()?)))
+        {
+            let _ = writeln!(out, "\n{} fault: {}", p.controller, fault.show());
+        }
         self.slot_table(&mut out);
         for p in self.phases.iter().filter(|p| p.replicas.len() > 1) {
             replica_table(&mut out, &p.controller, &p.replicas);
