@@ -160,7 +160,13 @@ fn kustomize_render(base: &str, components: &[&str]) -> Vec<Value> {
             text.push_str(&format!("  - ../../../{c}\n"));
         }
     }
-    std::fs::write(dir.join("kustomization.yaml"), text).expect("overlay");
+    // Tests render the same overlays at once: each file appears whole (written aside, renamed).
+    let aside = dir.join(format!(
+        "kustomization.{:?}.tmp",
+        std::thread::current().id()
+    ));
+    std::fs::write(&aside, text).expect("overlay");
+    std::fs::rename(&aside, dir.join("kustomization.yaml")).expect("overlay");
     let out = Command::new(kubectl())
         .args(["kustomize", "--load-restrictor=LoadRestrictionsNone"])
         .arg(&dir)
