@@ -36,5 +36,5 @@ for target in "${targets[@]}"; do
     exit 1
   fi
   # libFuzzer's closing line: executions, coverage (cov, ft), corpus, speed.
-  echo "fuzz: $target: $(grep -E '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1)"
+  echo "fuzz: $target: $(grep -aE '^#[0-9]+[[:space:]]+DONE' "$log" | tail -n 1)"
 done
