@@ -467,10 +467,11 @@ pub(crate) fn parse_go_duration(orig: &str) -> Result<i128, String> {
             return Err(invalid());
         }
         // Fraction: Go keeps digits while they fit in 63 bits, ignores the rest, then rounds
-        // down; 63 bits times the largest unit fit in an i128.
+        // down. Past 30 digits (leading zeros) a digit is worth less than 10^-17 ns: ignored
+        // too, so the divisor fits in an i128 as 63 bits times the largest unit do.
         let mut f: i128 = 0;
         let mut div: i128 = 1;
-        for d in frac_digits.bytes() {
+        for d in frac_digits.bytes().take(30) {
             let next = f * 10 + i128::from(d - b'0');
             if f > i128::from(i64::MAX) / 10 || next > LIMIT {
                 break;
@@ -538,5 +539,8 @@ mod tests {
             parse_go_duration("1.999999999999999999999999999999h"),
             parse_go_duration("1.9999999999999999999h")
         );
+        // Found by fuzzing too: a hundred leading zeros overflowed the divisor.
+        let zeros = format!("0.{}773814127ms", "0".repeat(100));
+        assert_eq!(parse_go_duration(&zeros), Ok(0));
     }
 }
