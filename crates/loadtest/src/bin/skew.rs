@@ -1196,11 +1196,7 @@ mod tests {
         let cj = cronjob("bench-skew-0000", &args, "run", history);
         assert_eq!(cj.spec.successful_jobs_history_limit, Some(75));
         assert_eq!(cj.spec.failed_jobs_history_limit, Some(75));
-        let job = cj
-            .spec
-            .job_template
-            .and_then(|t| t.spec)
-            .expect("job spec");
+        let job = cj.spec.job_template.and_then(|t| t.spec).expect("job spec");
         assert_eq!(job.ttl_seconds_after_finished, None);
         let pod = job.template.spec.expect("pod spec");
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));
