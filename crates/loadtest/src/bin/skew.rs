@@ -817,7 +817,9 @@ fn cronjob(name: &str, args: &SkewArgs, run_id: &str, history: i32) -> CronJob {
             concurrency_policy: Default::default(),
             queue: None,
             suspend: Some(false),
-            job_template,
+            job_template: Some(job_template),
+            workload_template: None,
+            completion: None,
             successful_jobs_history_limit: Some(history),
             failed_jobs_history_limit: Some(history),
             failure_policy: None,
@@ -1194,7 +1196,7 @@ mod tests {
         let cj = cronjob("bench-skew-0000", &args, "run", history);
         assert_eq!(cj.spec.successful_jobs_history_limit, Some(75));
         assert_eq!(cj.spec.failed_jobs_history_limit, Some(75));
-        let job = cj.spec.job_template.spec.expect("job spec");
+        let job = cj.spec.job_template.and_then(|t| t.spec).expect("job spec");
         assert_eq!(job.ttl_seconds_after_finished, None);
         let pod = job.template.spec.expect("pod spec");
         assert_eq!(pod.restart_policy.as_deref(), Some("Never"));

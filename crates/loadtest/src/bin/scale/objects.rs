@@ -87,7 +87,9 @@ pub fn kronjob_cronjob(ns: &str, name: String) -> CronJob {
             concurrency_policy: Default::default(),
             queue: None,
             suspend: None,
-            job_template: template(),
+            job_template: Some(template()),
+            workload_template: None,
+            completion: None,
             successful_jobs_history_limit: None,
             failed_jobs_history_limit: None,
             failure_policy: None,
@@ -133,6 +135,7 @@ pub fn kronjob_job(ns: &str, i: usize, slot: Timestamp) -> Job {
     cj.metadata.namespace = Some(ns.to_string());
     cj.metadata.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
     kronjob::workload::for_slot(&cj, slot, &jiff::tz::TimeZone::UTC, None)
+        .and_then(kronjob::workload::NewWorkload::into_job)
         .unwrap_or_else(|| bare_job(i))
 }
 
@@ -222,11 +225,11 @@ mod tests {
         let slot: Timestamp = "2026-01-01T00:01:00Z".parse().expect("time");
         let job = kronjob_job("ns", 7, slot);
         assert_eq!(
-            kronjob::workload::ran_for(&job),
+            kronjob::workload::ran_for(&job.metadata),
             kronjob::workload::Ran::Scheduled("2026-01-01T00:01:00Z")
         );
         assert_eq!(
-            kronjob::workload::controller_uid(&job),
+            kronjob::workload::controller_uid(&job.metadata),
             Some("00000000-0000-4000-8000-000000000007")
         );
         let bare = bare_job(7);
