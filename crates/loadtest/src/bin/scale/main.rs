@@ -38,6 +38,7 @@ mod watch;
 use std::path::PathBuf;
 
 use clap::Parser;
+use kronjob::workload::kinds::Row;
 use kronjob_envtest::{Assets, ControlPlane, Options};
 
 use phase::Which;
@@ -54,6 +55,17 @@ struct Args {
     /// Slots to measure, one minute apart.
     #[arg(long, default_value_t = 3)]
     slots: u32,
+    /// What kronjob's CronJobs run, a phase each in this order (comma-separated or repeated):
+    /// `job` (batch/v1), or a kind of kronjob's table by its kind (`jobset`) or its
+    /// `RESOURCE.GROUP` (`jobsets.jobset.x-k8s.io`), served by a CRD the tool installs.
+    #[arg(
+        long = "workload-kind",
+        value_name = "KIND",
+        value_delimiter = ',',
+        default_value = "job",
+        value_parser = objects::parse_kind
+    )]
+    kinds: Vec<&'static Row>,
     /// The `kronjob` binary to measure (build it with `cargo build --release`).
     #[arg(long, default_value = "target/release/kronjob")]
     kronjob: PathBuf,
@@ -77,6 +89,27 @@ struct Args {
     /// Keep the control plane's folder (logs, etcd) after the run.
     #[arg(long)]
     keep: bool,
+}
+
+/// The phases of a run, in order: kronjob on each `--workload-kind`, then upstream's controller
+/// (on Jobs) with `--upstream`.
+fn phases_of(args: &Args) -> Vec<(Which, &'static Row)> {
+    let kronjob = args.kinds.iter().map(|kind| (Which::Kronjob, *kind));
+    let upstream = args
+        .upstream
+        .then_some((Which::Upstream, kronjob::workload::kinds::job()));
+    kronjob.chain(upstream).collect()
+}
+
+/// The namespace of a phase: `scale-kronjob` or `scale-upstream` for Jobs, with the kind's
+/// plural after for another kind.
+fn namespace(which: Which, kind: &Row) -> String {
+    let controller = format!("{which:?}").to_lowercase();
+    if objects::is_job(kind) {
+        format!("scale-{controller}")
+    } else {
+        format!("scale-{controller}-{}", kind.plural)
+    }
 }
 
 /// The load average (1, 5 and 15 minutes).
@@ -105,6 +138,9 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     eprintln!("control plane in {}", plane.dir().display());
     let client = plane.client().await?;
     objects::install_crd(&client).await?;
+    for kind in args.kinds.iter().filter(|k| !objects::is_job(k)) {
+        objects::apply_crd(&client, objects::workload_crd(kind)).await?;
+    }
     let bare = floor::measure(&client, "scale-floor-bare", &args, false).await?;
     let watched = floor::measure(&client, "scale-floor-kronjob-jobs", &args, true).await?;
     // Their Jobs carry kronjob's labels: gone before kronjob starts, or its caches would hold
@@ -114,21 +150,17 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         "scale-floor-kronjob-jobs".into(),
     ];
     objects::delete_namespaces(&client, &floors).await?;
-    let mut phases =
-        vec![phase::run(Which::Kronjob, "scale-kronjob", &args, &assets, &mut plane).await?];
-    if args.upstream {
-        let took = objects::delete_namespaces(&client, &["scale-kronjob".into()]).await?;
-        eprintln!("deleted kronjob's objects in {took:.0} s");
-        phases.push(
-            phase::run(
-                Which::Upstream,
-                "scale-upstream",
-                &args,
-                &assets,
-                &mut plane,
-            )
-            .await?,
-        );
+    let mut phases = Vec::new();
+    let mut previous: Option<String> = None;
+    for (which, kind) in phases_of(&args) {
+        // One phase's objects at a time: the previous phase's are deleted first.
+        if let Some(ns) = previous.take() {
+            let took = objects::delete_namespaces(&client, std::slice::from_ref(&ns)).await?;
+            eprintln!("deleted {ns}'s objects in {took:.0} s");
+        }
+        let ns = namespace(which, kind);
+        phases.push(phase::run(which, kind, &ns, &args, &assets, &mut plane).await?);
+        previous = Some(ns);
     }
     if args.keep {
         // Not dropped: its folder stays (its processes end with this one).
@@ -197,5 +229,45 @@ mod tests {
         assert_eq!(args.replicas, 3);
         assert_eq!(args.manager_args, ["--worker-threads=2"]);
         assert!(Args::try_parse_from(["scale", "--replicas", "0"]).is_err());
+    }
+
+    #[test]
+    fn each_workload_kind_is_a_phase_of_its_own_before_upstream() {
+        let kinds = |args: &Args| -> Vec<(Which, &str)> {
+            phases_of(args)
+                .into_iter()
+                .map(|(which, kind)| (which, kind.kind))
+                .collect()
+        };
+        let args = Args::try_parse_from(["scale"]).expect("defaults");
+        assert_eq!(kinds(&args), [(Which::Kronjob, "Job")]);
+        assert_eq!(namespace(Which::Kronjob, args.kinds[0]), "scale-kronjob");
+        let args = Args::try_parse_from(["scale", "--workload-kind", "job,jobset", "--upstream"])
+            .expect("flags");
+        assert_eq!(
+            kinds(&args),
+            [
+                (Which::Kronjob, "Job"),
+                (Which::Kronjob, "JobSet"),
+                (Which::Upstream, "Job")
+            ]
+        );
+        assert_eq!(
+            namespace(Which::Kronjob, args.kinds[1]),
+            "scale-kronjob-jobsets"
+        );
+        let args = Args::try_parse_from([
+            "scale",
+            "--workload-kind",
+            "jobsets.jobset.x-k8s.io",
+            "--workload-kind",
+            "job",
+        ])
+        .expect("repeated");
+        assert_eq!(
+            kinds(&args),
+            [(Which::Kronjob, "JobSet"), (Which::Kronjob, "Job")]
+        );
+        assert!(Args::try_parse_from(["scale", "--workload-kind", "widget"]).is_err());
     }
 }
