@@ -101,6 +101,20 @@ fn phases_of(args: &Args) -> Vec<(Which, &'static Row)> {
     kronjob.chain(upstream).collect()
 }
 
+/// The kinds whose runs the floor creates and watches: Jobs, then each other kind measured.
+fn floor_kinds(args: &Args) -> Vec<&'static Row> {
+    let mut kinds = vec![kronjob::workload::kinds::job()];
+    for kind in &args.kinds {
+        if !kinds
+            .iter()
+            .any(|k| (k.group, k.kind) == (kind.group, kind.kind))
+        {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
 /// The namespace of a phase: `scale-kronjob` or `scale-upstream` for Jobs, with the kind's
 /// plural after for another kind.
 fn namespace(which: Which, kind: &Row) -> String {
@@ -141,14 +155,17 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     for kind in args.kinds.iter().filter(|k| !objects::is_job(k)) {
         objects::apply_crd(&client, objects::workload_crd(kind)).await?;
     }
-    let bare = floor::measure(&client, "scale-floor-bare", &args, false).await?;
-    let watched = floor::measure(&client, "scale-floor-kronjob-jobs", &args, true).await?;
-    // Their Jobs carry kronjob's labels: gone before kronjob starts, or its caches would hold
+    let bare = floor::measure(&client, &args, None).await?;
+    let mut watched = Vec::new();
+    for kind in floor_kinds(&args) {
+        watched.push(floor::measure(&client, &args, Some(kind)).await?);
+    }
+    // Their runs carry kronjob's labels: gone before kronjob starts, or its caches would hold
     // them.
-    let floors = [
-        "scale-floor-bare".to_string(),
-        "scale-floor-kronjob-jobs".into(),
-    ];
+    let floors: Vec<String> = std::iter::once(None)
+        .chain(floor_kinds(&args).into_iter().map(Some))
+        .map(floor::namespace)
+        .collect();
     objects::delete_namespaces(&client, &floors).await?;
     let mut phases = Vec::new();
     let mut previous: Option<String> = None;
@@ -175,7 +192,7 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         load_before,
         load_after: load(),
         floor_bare: bare,
-        floor_watched: watched,
+        floors_watched: watched,
         phases,
     })
 }
@@ -267,6 +284,18 @@ mod tests {
         assert_eq!(
             kinds(&args),
             [(Which::Kronjob, "JobSet"), (Which::Kronjob, "Job")]
+        );
+        let floors: Vec<String> = std::iter::once(None)
+            .chain(floor_kinds(&args).into_iter().map(Some))
+            .map(floor::namespace)
+            .collect();
+        assert_eq!(
+            floors,
+            [
+                "scale-floor-bare",
+                "scale-floor-kronjob-jobs",
+                "scale-floor-kronjob-jobsets"
+            ]
         );
         assert!(Args::try_parse_from(["scale", "--workload-kind", "widget"]).is_err());
     }

@@ -16,10 +16,11 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::{
     CustomResourceValidation, JSONSchemaProps,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::{Api, ApiResource, DeleteParams, Patch, PatchParams, PostParams};
+use kube::api::{Api, ApiResource, DeleteParams, DynamicObject, Patch, PatchParams, PostParams};
 use serde::Serialize;
 
 use kronjob::api::{CronJob, CronJobSpec, WorkloadMetadata, WorkloadTemplate};
+use kronjob::workload::NewWorkload;
 use kronjob::workload::kinds::{self, Row};
 
 use crate::BoxError;
@@ -269,14 +270,27 @@ pub fn bare_job(i: usize) -> Job {
     }
 }
 
-/// The Job kronjob makes for CronJob `i` in `ns` at `slot`, built by kronjob's own code.
-pub fn kronjob_job(ns: &str, i: usize, slot: Timestamp) -> Job {
-    let mut cj = kronjob_cronjob(ns, cronjob_name(i), kinds::job());
+/// The run kronjob makes for CronJob `i` (of `kind`) in `ns` at `slot`, built by its own code.
+fn kronjob_run(ns: &str, i: usize, slot: Timestamp, kind: &Row) -> Option<NewWorkload> {
+    let mut cj = kronjob_cronjob(ns, cronjob_name(i), kind);
     cj.metadata.namespace = Some(ns.to_string());
     cj.metadata.uid = Some(format!("00000000-0000-4000-8000-{i:012}"));
     kronjob::workload::for_slot(&cj, slot, &jiff::tz::TimeZone::UTC, None)
-        .and_then(kronjob::workload::NewWorkload::into_job)
+}
+
+/// The Job kronjob makes for CronJob `i` in `ns` at `slot`, built by kronjob's own code.
+pub fn kronjob_job(ns: &str, i: usize, slot: Timestamp) -> Job {
+    kronjob_run(ns, i, slot, kinds::job())
+        .and_then(NewWorkload::into_job)
         .unwrap_or_else(|| bare_job(i))
+}
+
+/// The run of `kind` (not a Job) kronjob makes for CronJob `i` in `ns` at `slot`, built by
+/// kronjob's own code; an object with the CronJob's name alone if kronjob builds none.
+pub fn kronjob_object(ns: &str, i: usize, slot: Timestamp, kind: &Row) -> DynamicObject {
+    kronjob_run(ns, i, slot, kind)
+        .and_then(|run| run.as_object().cloned())
+        .unwrap_or_else(|| DynamicObject::new(&cronjob_name(i), &resource(kind)))
 }
 
 /// Create `n` objects made by `make(i)` with `in_flight` requests in flight; the time each
@@ -434,22 +448,25 @@ mod tests {
     #[test]
     fn a_cronjob_runs_its_kind_as_kronjob_reads_and_builds_it() {
         let slot: Timestamp = "2026-01-01T00:01:00Z".parse().expect("time");
-        let mut cj = kronjob_cronjob("ns", cronjob_name(3), kind("jobset"));
+        let cj = kronjob_cronjob("ns", cronjob_name(3), kind("jobset"));
         assert_eq!(cj.spec.job_template, None);
         let type_ = kronjob::workload::type_of(&cj.spec).expect("a kind");
         assert_eq!(
             (type_.api_version.as_str(), type_.kind.as_str()),
             ("jobset.x-k8s.io/v1alpha2", "JobSet")
         );
-        cj.metadata.namespace = Some("ns".into());
-        cj.metadata.uid = Some("00000000-0000-4000-8000-000000000003".into());
-        let run = kronjob::workload::for_slot(&cj, slot, &jiff::tz::TimeZone::UTC, None)
-            .expect("the slot's run");
+        // The slot's run as kronjob builds it: named for the slot, owned by the CronJob.
+        let object = kronjob_object("ns", 3, slot, kind("jobset"));
+        let types = object.types.clone().expect("apiVersion and kind");
+        assert_eq!(types.kind, "JobSet");
         assert_eq!(
-            run.name(),
-            kronjob::workload::scheduled_name("cj-00003", slot)
+            object.metadata.name,
+            Some(kronjob::workload::scheduled_name("cj-00003", slot))
         );
-        let object = run.as_object().expect("not a Job");
+        assert_eq!(
+            kronjob::workload::controller_uid(&object.metadata),
+            Some("00000000-0000-4000-8000-000000000003")
+        );
         let job = serde_json::to_value(template()).expect("JSON");
         assert_eq!(
             object.data["spec"]["replicatedJobs"],

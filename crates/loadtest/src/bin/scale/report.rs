@@ -52,8 +52,8 @@ pub struct Report {
     pub load_after: String,
     /// Bare Job creates.
     pub floor_bare: Floor,
-    /// The Jobs kronjob makes, watched as the slots' are.
-    pub floor_watched: Floor,
+    /// The runs kronjob makes, of each kind measured (Jobs first), watched as the slots' are.
+    pub floors_watched: Vec<Floor>,
     pub phases: Vec<Phase>,
 }
 
@@ -132,7 +132,18 @@ impl Report {
 
     fn summary_rows(&self) -> Vec<SummaryRow> {
         let bare = self.floor_bare.seconds;
-        let watched = self.floor_watched.arrived.map(|a| a.p99);
+        let watched: Vec<(Option<String>, Option<f64>)> = self
+            .floors_watched
+            .iter()
+            .map(|f| (f.kind.clone(), f.arrived.map(|a| a.p99)))
+            .collect();
+        // The watched floor of a phase's own kind.
+        let watched = move |p: &Phase| {
+            watched
+                .iter()
+                .find(|(kind, _)| kind.as_deref() == Some(p.kind.as_str()))
+                .and_then(|(_, p99)| *p99)
+        };
         let sum = if self.sharded() {
             ", sum of the replicas"
         } else {
@@ -164,8 +175,8 @@ impl Report {
                 Box::new(move |p| ratio(worst(p), Some(bare))),
             ),
             (
-                "p99 skew / watched floor p99 arrival".into(),
-                Box::new(move |p| ratio(worst(p), watched)),
+                "p99 skew / watched floor p99 arrival (of its kind)".into(),
+                Box::new(move |p| ratio(worst(p), watched(p))),
             ),
             (
                 "runs missing / duplicate (all slots)".into(),
@@ -259,11 +270,11 @@ impl Report {
         );
         let _ = writeln!(out, "| floor | |\n|---|---|");
         floor_row(&mut out, "bare Jobs", &self.floor_bare);
-        floor_row(
-            &mut out,
-            "kronjob's Jobs, watched as the controller's are",
-            &self.floor_watched,
-        );
+        for f in &self.floors_watched {
+            let kind = f.kind.as_deref().unwrap_or("Job");
+            let what = format!("kronjob's {kind}s, watched as the controller's are");
+            floor_row(&mut out, &what, f);
+        }
         out.push('\n');
         self.summary_table(&mut out);
         self.slot_table(&mut out);
@@ -343,7 +354,7 @@ mod tests {
     fn a_floor_row_shows_the_watch_arrival_when_one_was_measured() {
         let spread = |p50, p99, max| Some(Spread { p50, p99, max });
         let mut floor = Floor {
-            kronjob_jobs: false,
+            kind: None,
             creates: 10_000,
             in_flight: 32,
             seconds: 6.5,
