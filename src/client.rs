@@ -3,6 +3,10 @@
 //! The configuration is the kubeconfig (or the in-cluster service account), and the retry
 //! policy is kronjob's instead of kube's default one.
 //!
+//! - [`observe`]: throttling made visible (429s, retry waits, request durations) and the
+//!   `Date` of every answer measured for the manager's clock;
+//! - [`fence`]: the leader's writes fenced off by its renew deadline.
+//!
 //! kube retries 429, 503 and 504 up to 15 times with a delay growing to 1,000 s, which can hold
 //! a request for minutes, well past a CronJob's slot. Ours ([`Retry`]) retries those at most 4
 //! times (100 ms doubling to 2 s, with jitter: [`crate::backoff::CLIENT`]), and honours the
@@ -21,6 +25,12 @@ use tower::buffer::BufferLayer;
 use tower::retry::{Policy, RetryLayer};
 use tower::util::BoxService;
 use tower::{BoxError, Service};
+
+pub mod fence;
+pub mod observe;
+
+pub use fence::{Fence, Fenced, fenced};
+pub use observe::Observer;
 
 /// Why no client could be built.
 #[derive(Debug, thiserror::Error)]
@@ -48,10 +58,12 @@ pub const RETRY_AFTER_LIMIT: Duration = Duration::from_secs(30);
 
 /// The retry policy of every client: a request answered 429, 503 or 504 is tried again after
 /// [`crate::backoff::CLIENT`]'s delay, or the server's `Retry-After` when that is longer, at
-/// most [`MAX_RETRIES`] times; nothing else is retried.
-#[derive(Debug, Clone, Copy, Default)]
+/// most [`MAX_RETRIES`] times; nothing else is retried. With an [`Observer`], the waits are
+/// counted.
+#[derive(Debug, Clone, Default)]
 pub struct Retry {
     attempts: u32,
+    observer: Option<Observer>,
 }
 
 impl Retry {
@@ -85,6 +97,9 @@ impl<B> Policy<Request<Body>, Response<B>, BoxError> for Retry {
     ) -> Option<Self::Future> {
         let delay = self.delay(result.as_ref().ok()?)?;
         self.attempts += 1;
+        if let Some(observer) = &self.observer {
+            observer.waited(delay);
+        }
         Some(tokio::time::sleep(delay))
     }
 
@@ -106,6 +121,14 @@ pub fn retry_layer() -> RetryLayer<Retry> {
     RetryLayer::new(Retry::default())
 }
 
+/// The same, counting its waits in `observer`.
+fn observed_retry_layer(observer: Option<&Observer>) -> RetryLayer<Retry> {
+    RetryLayer::new(Retry {
+        attempts: 0,
+        observer: observer.cloned(),
+    })
+}
+
 /// Whether the API server refused a create because its namespace is being deleted (a 403
 /// with the cause `NamespaceTerminating`): nothing can be created there again, so retrying
 /// only costs the API server.
@@ -124,6 +147,9 @@ pub struct ClientOptions {
     pub context: Option<String>,
     /// The `User-Agent` of every request ([`user_agent`]); none by default.
     pub user_agent: Option<String>,
+    /// Where the client's metrics and the `Date` of its answers go (the manager's); none by
+    /// default.
+    pub observer: Option<Observer>,
 }
 
 /// `kronjob/VERSION (part)`: which part of kronjob sent a request, as the API server's audit
@@ -139,7 +165,7 @@ pub async fn client() -> Result<Client, ClientError> {
 
 /// A client configured as `options` say, with kronjob's retry policy.
 pub async fn client_with(options: &ClientOptions) -> Result<Client, ClientError> {
-    Ok(with_retries(builder(options).await?))
+    Ok(observed(builder(options).await?, options.observer.as_ref()))
 }
 
 /// kube's HTTP client, boxed.
@@ -170,9 +196,34 @@ where
     B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
     B::Error: Into<BoxError>,
 {
+    observed(builder, None)
+}
+
+/// [`with_retries`], with every try and request seen by `observer`.
+pub fn observed<Svc, B>(builder: ClientBuilder<Svc>, observer: Option<&Observer>) -> Client
+where
+    Svc: Service<Request<kube::client::Body>, Response = Response<B>> + Send + 'static,
+    Svc::Future: Send + 'static,
+    Svc::Error: Into<BoxError> + Send + Sync,
+    B: http_body::Body<Data = bytes::Bytes> + Send + 'static,
+    B::Error: Into<BoxError>,
+{
     // Retrying needs a service it can clone; kube's is boxed, so it goes behind a buffer.
     let buffered = builder.with_layer(&BufferLayer::new(BUFFER));
-    buffered.with_layer(&retry_layer()).build()
+    let Some(observer) = observer else {
+        return buffered.with_layer(&retry_layer()).build();
+    };
+    let tries = buffered.with_layer(&tower::layer::layer_fn(|inner| observe::Tries {
+        inner,
+        observer: observer.clone(),
+    }));
+    let retried = tries.with_layer(&observed_retry_layer(Some(observer)));
+    retried
+        .with_layer(&tower::layer::layer_fn(|inner| observe::Requests {
+            inner,
+            observer: observer.clone(),
+        }))
+        .build()
 }
 
 async fn config(options: &ClientOptions) -> Result<Config, ClientError> {

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use k8s_openapi::api::batch::v1::Job;
-use kronjob::client::{MAX_RETRIES, with_retries};
+use kronjob::client::{MAX_RETRIES, Observer, observed, with_retries};
 use kronjob_apisim::{ApiSim, CostModel, Fault};
 use kube::Api;
 use kube::api::ListParams;
@@ -61,4 +61,42 @@ async fn other_errors_are_not_retried() {
     sim.fail_next(Fault::internal_error());
     assert!(jobs(&sim).list(&ListParams::default()).await.is_err());
     assert_eq!(statuses(&sim), vec![500]);
+}
+
+#[tokio::test(start_paused = true)]
+async fn throttling_is_counted_with_the_time_waited_and_each_requests_duration() {
+    let sim = ApiSim::new(CostModel::free());
+    sim.fail_next(Fault::too_many_requests(2).method("GET").times(2));
+    let observer = Observer::default();
+    let client = observed(
+        ClientBuilder::new(sim.service(), "default"),
+        Some(&observer),
+    );
+    let jobs: Api<Job> = Api::namespaced(client, "default");
+    jobs.list(&ListParams::default()).await.expect("retried");
+    let mut registry = prometheus_client::registry::Registry::default();
+    observer.register(&mut registry);
+    let text = kronjob::metrics::Metrics::new(registry)
+        .encode()
+        .expect("encode");
+    let value = |name: &str| {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.parse::<f64>().ok())
+            .unwrap_or_else(|| panic!("{name} in {text}"))
+    };
+    assert_eq!(value("kronjob_api_throttled_total"), 2.0);
+    // Two waits of the server's Retry-After (2 s each, longer than the backoff).
+    assert_eq!(value("kronjob_api_retry_wait_seconds_total"), 4.0);
+    assert_eq!(
+        value("kronjob_api_request_duration_seconds_count{method=\"GET\"}"),
+        1.0,
+        "one request as the caller sees it"
+    );
+    assert_eq!(
+        value("kronjob_api_request_duration_seconds_bucket{le=\"2.5\",method=\"GET\"}"),
+        0.0,
+        "the waits count in its duration: {text}"
+    );
+    // The simulated API sends no Date: no offset is exported.
+    assert!(!text.contains("kronjob_clock_offset_seconds"), "{text}");
 }

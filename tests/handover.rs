@@ -5,6 +5,9 @@
 //! - on SIGTERM the leader releases the Lease and the standby leads within 2 s;
 //! - when the leader dies without a word, the standby leads once the Lease has not changed
 //!   for a whole lease duration;
+//! - when the network between the leader and the API server stops forwarding (without closing
+//!   a connection), the leader stops its controllers and their writes at its renew deadline,
+//!   before the standby can take over, and rejoins as a follower when the network returns;
 //! - at no instant do both lead.
 
 #[path = "support/mod.rs"]
@@ -15,6 +18,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::coordination::v1::Lease;
+use kronjob::client::Fence;
 use kronjob::manager::Health;
 use kronjob::manager::lease::{LeaseConfig, lead};
 use kronjob::task::TaskError;
@@ -37,11 +41,14 @@ fn default_config(identity: &str) -> LeaseConfig {
     }
 }
 
-/// One replica: its election task, its shutdown token, and when it started leading.
+/// One replica: its election task, its shutdown token, when it started leading, its
+/// controllers' write fence, and the switch of the network between it and the API server.
 struct Replica {
     task: JoinHandle<Result<(), TaskError>>,
     shutdown: CancellationToken,
     leading_since: watch::Receiver<Option<Instant>>,
+    fence: Fence,
+    cut: watch::Sender<bool>,
 }
 
 fn replica(
@@ -52,19 +59,32 @@ fn replica(
 ) -> Replica {
     let shutdown = CancellationToken::new();
     let (tx, leading_since) = watch::channel(None);
-    let api: Api<Lease> = Api::namespaced(sim.client(), "kronjob-system");
+    let (cut, network) = watch::channel(false);
+    let client = kube::Client::new(
+        Network {
+            api: sim.service(),
+            cut: network,
+        },
+        "default",
+    );
+    let api: Api<Lease> = Api::namespaced(client, "kronjob-system");
+    let fence = Fence::default();
+    let writes = fence.clone();
     let task = tokio::spawn(lead(
         Some(api),
         Some(default_config(identity)),
         clock,
         Health::new(false),
+        fence.clone(),
         shutdown.clone(),
         move |token| {
             let tx = tx.clone();
             let leaders = leaders.clone();
+            let writes = writes.clone();
             async move {
                 let together = leaders.fetch_add(1, Ordering::SeqCst) + 1;
                 assert_eq!(together, 1, "two replicas lead at once");
+                assert!(writes.is_open(), "a leader's writes are open");
                 tx.send_replace(Some(Instant::now()));
                 token.cancelled().await;
                 leaders.fetch_sub(1, Ordering::SeqCst);
@@ -76,6 +96,42 @@ fn replica(
         task,
         shutdown,
         leading_since,
+        fence,
+        cut,
+    }
+}
+
+/// The network between a replica and the API server: while cut, requests and answers wait
+/// (the connection stays open, nothing moves), and go on once it is back.
+#[derive(Clone)]
+struct Network {
+    api: kronjob_apisim::SimService,
+    cut: watch::Receiver<bool>,
+}
+
+impl tower::Service<http::Request<kube::client::Body>> for Network {
+    type Response = http::Response<kronjob_apisim::SimBody>;
+    type Error = std::io::Error;
+    type Future = std::pin::Pin<
+        Box<dyn std::future::Future<Output = Result<Self::Response, Self::Error>> + Send>,
+    >;
+
+    fn poll_ready(
+        &mut self,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Result<(), Self::Error>> {
+        std::task::Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: http::Request<kube::client::Body>) -> Self::Future {
+        let mut api = self.api.clone();
+        let mut cut = self.cut.clone();
+        Box::pin(async move {
+            let _ = cut.wait_for(|cut| !cut).await;
+            let answer = tower::Service::call(&mut api, request).await;
+            let _ = cut.wait_for(|cut| !cut).await;
+            answer
+        })
     }
 }
 
@@ -148,4 +204,43 @@ async fn when_the_leader_dies_the_standby_leads_after_one_lease_duration() {
         "takeover took {takeover:?}"
     );
     b.shutdown.cancel();
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_leader_cut_off_stops_before_the_standby_leads_and_rejoins_as_a_follower() {
+    let (sim, mut a, mut b, _leaders) = pair().await;
+    let cut = Instant::now();
+    a.cut.send_replace(true);
+    // The leader's last renewal went out at most one retry period before the cut: its
+    // controllers' writes stop at that send plus the renew deadline (10 s), and its
+    // controllers with them ("two replicas lead at once" otherwise).
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    assert!(!a.fence.is_open(), "fenced within 10 s of the cut");
+    let takeover = leads(&mut b, Duration::from_secs(30)).await - cut;
+    eprintln!("takeover after a cut: {takeover:?}");
+    assert!(
+        takeover >= Duration::from_secs(14),
+        "took a live lease: {takeover:?}"
+    );
+    // The network comes back after 60 s: the cut-off replica's held requests land (its
+    // renewal is refused: the Lease changed), and it follows.
+    tokio::time::sleep_until(cut + Duration::from_secs(60)).await;
+    a.leading_since.borrow_and_update();
+    a.cut.send_replace(false);
+    tokio::time::sleep(Duration::from_secs(30)).await;
+    assert!(
+        !a.leading_since.has_changed().expect("running"),
+        "the replica cut off took the lease back"
+    );
+    assert!(!a.fence.is_open());
+    let lease = sim
+        .get(
+            &kronjob_apisim::Resource::leases(),
+            Some("kronjob-system"),
+            "kronjob-leader",
+        )
+        .expect("lease");
+    assert_eq!(lease["spec"]["holderIdentity"], "b");
+    b.shutdown.cancel();
+    a.shutdown.cancel();
 }

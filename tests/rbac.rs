@@ -160,7 +160,13 @@ fn kustomize_render(base: &str, components: &[&str]) -> Vec<Value> {
             text.push_str(&format!("  - ../../../{c}\n"));
         }
     }
-    std::fs::write(dir.join("kustomization.yaml"), text).expect("overlay");
+    // Tests render the same overlays at once: each file appears whole (written aside, renamed).
+    let aside = dir.join(format!(
+        "kustomization.{:?}.tmp",
+        std::thread::current().id()
+    ));
+    std::fs::write(&aside, text).expect("overlay");
+    std::fs::rename(&aside, dir.join("kustomization.yaml")).expect("overlay");
     let out = Command::new(kubectl())
         .args(["kustomize", "--load-restrictor=LoadRestrictionsNone"])
         .arg(&dir)
@@ -408,6 +414,47 @@ fn the_default_installs_limit_ingress_to_the_webhook_and_the_monitoring_namespac
         assert_eq!(
             rules[1]["from"][0]["namespaceSelector"]["matchLabels"]["kubernetes.io/metadata.name"],
             "monitoring",
+            "{path}"
+        );
+    }
+}
+
+/// Every install path puts the manager's Lease requests (API Priority and Fairness) in the
+/// `leader-election` priority level, for its own ServiceAccount and the namespace of its
+/// Leases (the Deployment's), matched before the default FlowSchemas that would put them in
+/// `workload-low` with its Job creates (`service-accounts`, 9000).
+#[test]
+fn every_install_path_keeps_the_managers_leases_out_of_the_queue_of_its_job_creates() {
+    for (path, documents) in install_paths() {
+        let deployment = documents
+            .iter()
+            .find(|d| d["kind"] == "Deployment")
+            .unwrap_or_else(|| panic!("{path}: a Deployment"));
+        let account = &deployment["spec"]["template"]["spec"]["serviceAccountName"];
+        let namespace = &deployment["metadata"]["namespace"];
+        assert!(account.is_string() && namespace.is_string(), "{path}");
+        let schema = documents
+            .iter()
+            .find(|d| d["kind"] == "FlowSchema")
+            .unwrap_or_else(|| panic!("{path}: no FlowSchema"));
+        let spec = &schema["spec"];
+        assert_eq!(
+            spec["priorityLevelConfiguration"]["name"], "leader-election",
+            "{path}"
+        );
+        let precedence = spec["matchingPrecedence"].as_u64().expect("precedence");
+        assert!(precedence < 9000, "{path}: {precedence}");
+        let rule = &spec["rules"][0];
+        assert_eq!(
+            rule["subjects"],
+            serde_json::json!([{"kind": "ServiceAccount",
+                "serviceAccount": {"name": account, "namespace": namespace}}]),
+            "{path}"
+        );
+        assert_eq!(
+            rule["resourceRules"],
+            serde_json::json!([{"apiGroups": ["coordination.k8s.io"], "resources": ["leases"],
+                "verbs": ["*"], "namespaces": [namespace]}]),
             "{path}"
         );
     }

@@ -1142,3 +1142,549 @@ async fn a_dry_run_that_does_not_answer_allows_within_the_webhook_timeout() {
         metrics_text(&registry).contains("kronjob_webhook_dry_run_total{result=\"timeout\"} 1")
     );
 }
+
+// A workload template (`spec.workloadTemplate`), judged by the API server: its kind must be one
+// the install creates (`--workload-kinds`) and that its author may create themselves (a
+// SubjectAccessReview, never assumed), and the object it makes is dry-run as its kind.
+
+use kronjob::controller::workloads::AllowedKinds;
+use kronjob::webhook::router_with_api;
+use support::access::Grants;
+
+const WORKLOAD_KINDS: &str =
+    "jobs.batch,rayjobs.ray.io,clusterthings.example.com,gadgets.absent.example.com";
+
+fn rayjobs() -> Resource {
+    Resource::new("ray.io", "v1", "rayjobs", true)
+}
+
+/// A simulated API server serving RayJobs (whose `spec.entrypoint` must be a string, as the
+/// CRD's schema would say) and a cluster-scoped kind; no Gadgets.
+fn workload_sim() -> ApiSim {
+    let sim = ApiSim::new(CostModel::free());
+    let crd = |group: &str, kind: &str, plural: &str, scope: &str| {
+        json!({
+            "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+            "metadata": {"name": format!("{plural}.{group}")},
+            "spec": {"group": group, "scope": scope,
+                "names": {"kind": kind, "plural": plural},
+                "versions": [{"name": "v1", "served": true, "storage": true}]}
+        })
+    };
+    sim.insert_as(
+        &Resource::crds(),
+        crd("ray.io", "RayJob", "rayjobs", "Namespaced"),
+    );
+    sim.insert_as(
+        &Resource::crds(),
+        crd("example.com", "ClusterThing", "clusterthings", "Cluster"),
+    );
+    sim.set_validator(
+        &rayjobs(),
+        Arc::new(|object: &Value| match &object["spec"]["entrypoint"] {
+            Value::String(_) => Ok(()),
+            other => Err(Invalid::field(
+                "spec.entrypoint",
+                "FieldValueTypeInvalid",
+                format!("Invalid value: {other}: spec.entrypoint in body must be of type string: \"{}\"", if other.is_null() { "null" } else { "integer" }),
+            )
+            // The probe's own name is not the template's: left out of the refusal.
+            .and("metadata.name", "FieldValueInvalid", "Invalid value: a policy on names")),
+        }),
+    );
+    sim
+}
+
+/// A CronJob `name` running `kind` of `api_version` with `spec` (a completion rule for a kind
+/// kronjob has no rule for).
+fn workload_cronjob(name: &str, api_version: &str, kind: &str, spec: Value) -> Value {
+    let mut object = new_cronjob(name);
+    let spec_map = object["spec"].as_object_mut().expect("spec");
+    spec_map.remove("jobTemplate");
+    spec_map.insert(
+        "workloadTemplate".into(),
+        json!({"apiVersion": api_version, "kind": kind, "metadata": {"labels": {"team": "a"}}, "spec": spec}),
+    );
+    let group = api_version.split('/').next().unwrap_or_default();
+    if kronjob::workload::kinds::known(group, kind).is_none() {
+        object["spec"]["completion"] =
+            json!({"succeeded": "self.status.done == true", "failed": "false"});
+    }
+    object
+}
+
+fn ray(name: &str, entrypoint: Value) -> Value {
+    workload_cronjob(
+        name,
+        "ray.io/v1",
+        "RayJob",
+        json!({"entrypoint": entrypoint}),
+    )
+}
+
+/// The review of `operation` by `user` (in group `system:authenticated`).
+fn review_by(user: &str, operation: &str, object: Value, old: Value) -> Value {
+    let mut review = review(operation, object, old);
+    review["request"]["userInfo"] =
+        json!({"username": user, "uid": format!("uid-{user}"), "groups": ["system:authenticated"]});
+    review
+}
+
+fn workload_app(api: Arc<Grants>, kinds: &str) -> (Router, prometheus_client::registry::Registry) {
+    let mut registry = prometheus_client::registry::Registry::default();
+    let allowed: AllowedKinds = kinds.parse().expect("kinds");
+    let app = router_with_api(WebhookMetrics::new(&mut registry), api, 50, allowed);
+    (app, registry)
+}
+
+/// The fields of a denial's causes, and its message.
+fn refusal(response: &Value) -> (Vec<String>, String) {
+    let fields = response["status"]["details"]["causes"]
+        .as_array()
+        .map(|causes| {
+            causes
+                .iter()
+                .filter_map(|c| c["field"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default();
+    let message = response["status"]["message"].as_str().unwrap_or_default();
+    (fields, message.to_string())
+}
+
+/// What, by whom, the object, allowed, the causes' fields, a part of the message, requests sent
+/// to the simulator so far, access reviews asked so far.
+type JudgedBy<'a> = (
+    &'a str,
+    &'a str,
+    Value,
+    bool,
+    &'a [&'a str],
+    &'a str,
+    usize,
+    usize,
+);
+
+/// By whom, the object, allowed, the causes' fields, a part of the message, of a warning.
+type OverTls<'a> = (&'a str, Value, bool, &'a [&'a str], &'a str, &'a str);
+
+#[tokio::test]
+async fn a_workload_is_judged_by_its_kind_its_authors_access_and_its_own_dry_run() {
+    let sim = workload_sim();
+    let api = Arc::new(Grants::new(
+        sim.client(),
+        &[
+            ("alice", "rayjobs.ray.io", NS),
+            ("alice", "clusterthings.example.com", NS),
+            ("alice", "gadgets.absent.example.com", NS),
+        ],
+    ));
+    let (app, registry) = workload_app(api.clone(), WORKLOAD_KINDS);
+    let gadget = workload_cronjob("g", "absent.example.com/v1", "Gadget", json!({"size": 1}));
+    let jobset = workload_cronjob("js", "jobset.x-k8s.io/v1alpha2", "JobSet", json!({}));
+    let cluster = workload_cronjob("c", "example.com/v1", "ClusterThing", json!({}));
+    let listed = WORKLOAD_KINDS.parse::<AllowedKinds>().expect("kinds");
+    let not_created = format!(
+        "spec.workloadTemplate.kind: Forbidden: this install of kronjob does not create jobsets.jobset.x-k8s.io (--workload-kinds is {listed})"
+    );
+    let cases: Vec<JudgedBy> = vec![
+        (
+            "valid",
+            "alice",
+            ray("r1", json!("python x.py")),
+            true,
+            &[],
+            "",
+            2,
+            1,
+        ),
+        (
+            "a user who may not create RayJobs",
+            "bob",
+            ray("r2", json!("python x.py")),
+            false,
+            &["spec.workloadTemplate"],
+            "spec.workloadTemplate: Forbidden: User \"bob\" may not create rayjobs.ray.io in namespace \"ns\"",
+            2,
+            2,
+        ),
+        (
+            "a spec the kind refuses",
+            "alice",
+            ray("r3", json!(7)),
+            false,
+            &["spec.workloadTemplate.spec.entrypoint"],
+            "CronJob.batch.kronjob.dev \"r3\" is invalid: spec.workloadTemplate.spec.entrypoint: Invalid value: 7: spec.entrypoint in body must be of type string: \"integer\"",
+            3,
+            2,
+        ),
+        (
+            "a kind of a group the install does not create",
+            "alice",
+            jobset,
+            false,
+            &["spec.workloadTemplate.kind"],
+            &not_created,
+            3,
+            2,
+        ),
+        (
+            "a cluster-scoped kind",
+            "alice",
+            cluster,
+            false,
+            &["spec.workloadTemplate.kind"],
+            "clusterthings.example.com is cluster-scoped",
+            4,
+            2,
+        ),
+        (
+            "a kind not installed, by whom may create it",
+            "alice",
+            gadget.clone(),
+            true,
+            &[],
+            "",
+            5,
+            3,
+        ),
+        (
+            "a kind not installed, by whom may not",
+            "bob",
+            gadget,
+            false,
+            &["spec.workloadTemplate"],
+            "User \"bob\" may not create gadgets.absent.example.com",
+            5,
+            4,
+        ),
+    ];
+    for (what, user, object, allowed, fields, message, sent, asked) in cases {
+        let response = admit(
+            &app,
+            VALIDATE_PATH,
+            &review_by(user, "CREATE", object, Value::Null),
+        )
+        .await;
+        assert_eq!(response["uid"], UID);
+        assert_eq!(response["allowed"], allowed, "{what}: {response}");
+        let (got_fields, got_message) = refusal(&response);
+        assert_eq!(got_fields, fields, "{what}: {got_message}");
+        assert!(got_message.contains(message), "{what}: {got_message}");
+        assert_eq!(sim.requests().len(), sent, "{what}: {:?}", sim.requests());
+        assert_eq!(api.asked().len(), asked, "{what}");
+    }
+    // The one accepted while its kind is not installed says why it waits.
+    let warnings = |response: &Value| response["warnings"].clone();
+    let gadget = workload_cronjob("g2", "absent.example.com/v1", "Gadget", json!({"size": 2}));
+    let response = admit(
+        &app,
+        VALIDATE_PATH,
+        &review_by("alice", "CREATE", gadget, Value::Null),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(
+        warnings(&response),
+        json!([format!(
+            "spec.workloadTemplate: the API server serves no kind Gadget in absent.example.com/v1: the CronJob waits (Ready=False, {}) until its CRD is installed",
+            kronjob::controller::cronjob::status::reason::WORKLOAD_KIND_NOT_FOUND
+        )])
+    );
+    assert!(
+        warnings(
+            &admit(
+                &app,
+                VALIDATE_PATH,
+                &review_by("alice", "CREATE", ray("r4", json!("x")), Value::Null)
+            )
+            .await
+        )
+        .is_null()
+    );
+    // The access review asked: the whole user, create, the kind's resource, the namespace.
+    let first = serde_json::to_value(&api.asked()[0]).expect("json");
+    assert_eq!(
+        first,
+        json!({"user": "alice", "uid": "uid-alice", "groups": ["system:authenticated"],
+            "resourceAttributes": {"group": "ray.io", "version": "v1", "resource": "rayjobs",
+                "verb": "create", "namespace": NS}})
+    );
+    // The dry runs: the object the template makes, as its kind, in the CronJob's namespace.
+    let dry_runs: Vec<_> = sim.requests().into_iter().filter(|r| r.dry_run).collect();
+    assert_eq!(dry_runs.len(), 3, "{dry_runs:?}");
+    assert!(
+        dry_runs
+            .iter()
+            .all(|r| r.key() == "create rayjobs (dry run)" && r.namespace.as_deref() == Some(NS))
+    );
+    assert!(sim.list(&rayjobs(), None).is_empty(), "nothing stored");
+    let text = metrics_text(&registry);
+    for line in [
+        "kronjob_webhook_access_reviews_total{result=\"allowed\"} 2",
+        "kronjob_webhook_access_reviews_total{result=\"denied\"} 2",
+        "kronjob_webhook_dry_run_total{result=\"invalid\"} 1",
+    ] {
+        assert!(text.contains(line), "missing {line} in\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_workload_is_never_allowed_when_its_authors_access_cannot_be_checked() {
+    let sim = workload_sim();
+    let mut grants = Grants::new(sim.client(), &[("alice", "rayjobs.ray.io", NS)]);
+    grants.failing = true;
+    let (app, registry) = workload_app(Arc::new(grants), WORKLOAD_KINDS);
+    for name in ["r1", "r2"] {
+        let object = ray(name, json!("python x.py"));
+        let response = admit(
+            &app,
+            VALIDATE_PATH,
+            &review_by("alice", "CREATE", object, Value::Null),
+        )
+        .await;
+        assert_eq!(response["allowed"], false, "{response}");
+        assert_eq!(response["status"]["code"], 503);
+        let (fields, message) = refusal(&response);
+        assert_eq!(fields, ["spec.workloadTemplate"]);
+        assert!(
+            message.contains(
+                "could not check that User \"alice\" may create rayjobs.ray.io in namespace \"ns\""
+            ) && message.contains("retry"),
+            "{message}"
+        );
+    }
+    // No dry run of a CronJob whose author is not known to be allowed.
+    assert!(
+        sim.requests().iter().all(|r| !r.dry_run),
+        "{:?}",
+        sim.requests()
+    );
+    assert!(
+        metrics_text(&registry)
+            .contains("kronjob_webhook_access_reviews_total{result=\"unchecked\"} 2")
+    );
+    // Nor when the kind cannot be looked up; nor for a review naming nobody.
+    sim.fail_next(Fault::internal_error().path("/apis/ray.io/v1").times(10));
+    let api = Arc::new(Grants::new(
+        sim.client(),
+        &[("alice", "rayjobs.ray.io", NS)],
+    ));
+    let (app, _) = workload_app(api.clone(), WORKLOAD_KINDS);
+    let response = admit(
+        &app,
+        VALIDATE_PATH,
+        &review_by("alice", "CREATE", ray("r3", json!("x")), Value::Null),
+    )
+    .await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        refusal(&response)
+            .1
+            .contains("could not look up ray.io/v1 RayJob"),
+        "{response}"
+    );
+    let mut nobody = review("CREATE", ray("r4", json!("x")), Value::Null);
+    nobody["request"]["userInfo"] = json!({});
+    let (app, _) = workload_app(
+        Arc::new(Grants::new(workload_sim().client(), &[])),
+        WORKLOAD_KINDS,
+    );
+    let response = admit(&app, VALIDATE_PATH, &nobody).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(refusal(&response).1.contains("names no user"), "{response}");
+}
+
+#[tokio::test]
+async fn an_unchanged_workload_template_is_not_judged_again_and_a_changed_one_is() {
+    let sim = workload_sim();
+    let api = Arc::new(Grants::new(
+        sim.client(),
+        &[("alice", "rayjobs.ray.io", NS)],
+    ));
+    let (app, _) = workload_app(api.clone(), WORKLOAD_KINDS);
+    // Stored earlier by alice; bob may only suspend it.
+    let stored = {
+        let mut o = ray("r", json!("python x.py"));
+        o["metadata"]["uid"] = json!("0b1c1c6e-4f0b-4bde-8f3e-6a1d8b9e2c10");
+        o
+    };
+    let mut suspended = stored.clone();
+    suspended["spec"]["suspend"] = json!(true);
+    let response = admit(
+        &app,
+        VALIDATE_PATH,
+        &review_by("bob", "UPDATE", suspended, stored.clone()),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert!(sim.requests().is_empty() && api.asked().is_empty());
+    // Changing the template is judged as bob's.
+    let mut changed = stored.clone();
+    changed["spec"]["workloadTemplate"]["spec"]["entrypoint"] = json!("python y.py");
+    let response = admit(
+        &app,
+        VALIDATE_PATH,
+        &review_by("bob", "UPDATE", changed.clone(), stored.clone()),
+    )
+    .await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        refusal(&response)
+            .1
+            .contains("User \"bob\" may not create rayjobs.ray.io")
+    );
+    let response = admit(
+        &app,
+        VALIDATE_PATH,
+        &review_by("alice", "UPDATE", changed, stored.clone()),
+    )
+    .await;
+    assert_eq!(response["allowed"], true, "{response}");
+    // From a Job template to a workload: judged.
+    let job = with_env_name(cronjob("r"), "A");
+    let response = admit(
+        &app,
+        VALIDATE_PATH,
+        &review_by("bob", "UPDATE", stored, job),
+    )
+    .await;
+    assert_eq!(response["allowed"], false, "{response}");
+}
+
+#[tokio::test]
+async fn a_job_template_is_refused_where_the_install_creates_no_jobs() {
+    let sim = ApiSim::new(CostModel::free());
+    let api = Arc::new(Grants::new(sim.client(), &[]));
+    let (app, _) = workload_app(api, "rayjobs.ray.io");
+    let response = admit(&app, VALIDATE_PATH, &create(new_cronjob("hello"))).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let (fields, message) = refusal(&response);
+    assert_eq!(fields, ["spec.jobTemplate"]);
+    assert!(
+        message.ends_with("spec.jobTemplate: Forbidden: this install of kronjob does not create jobs.batch (--workload-kinds is rayjobs.ray.io)"),
+        "{message}"
+    );
+    assert!(sim.requests().is_empty(), "refused before any dry run");
+}
+
+/// Over real TLS, as the API server calls it: a kind the install does not create, a user the
+/// access review refuses, a kind not installed (allowed, with a warning) and a spec the kind
+/// refuses, each answered with the CronJob's own field.
+#[tokio::test]
+async fn workload_cronjobs_over_tls_are_refused_or_warned_about_on_their_own_fields() {
+    let pki = tls_support::Pki::new();
+    let dir = tls_support::temp_dir("workloads");
+    pki.write_leaf(&dir, "localhost");
+    let sim = workload_sim();
+    let api = Arc::new(Grants::new(
+        sim.client(),
+        &[
+            ("alice", "rayjobs.ray.io", NS),
+            ("alice", "gadgets.absent.example.com", NS),
+        ],
+    ));
+    let mut env = kronjob::webhook::Env::local();
+    env.api = Some(api.clone());
+    env.workload_kinds = WORKLOAD_KINDS.parse().expect("kinds");
+    let (addr, stop, server) =
+        tls_support::serve_dir_with(&dir, Duration::from_millis(100), env).await;
+    let client = tls_support::Client::new(&pki.ca_pem);
+    let jobset = workload_cronjob("js", "jobset.x-k8s.io/v1alpha2", "JobSet", json!({}));
+    let gadget = workload_cronjob("g", "absent.example.com/v1", "Gadget", json!({}));
+    let cases: Vec<OverTls> = vec![
+        (
+            "alice",
+            jobset,
+            false,
+            &["spec.workloadTemplate.kind"],
+            "does not create jobsets.jobset.x-k8s.io",
+            "",
+        ),
+        (
+            "bob",
+            ray("r1", json!("x")),
+            false,
+            &["spec.workloadTemplate"],
+            "User \"bob\" may not create rayjobs.ray.io in namespace \"ns\"",
+            "",
+        ),
+        ("alice", gadget, true, &[], "", "WorkloadKindNotFound"),
+        (
+            "alice",
+            ray("r2", json!(null)),
+            false,
+            &["spec.workloadTemplate.spec.entrypoint"],
+            "spec.workloadTemplate.spec.entrypoint: Invalid value",
+            "",
+        ),
+        ("alice", ray("r3", json!("x")), true, &[], "", ""),
+    ];
+    for (user, object, allowed, fields, message, warning) in cases {
+        let body = review_by(user, "CREATE", object, Value::Null).to_string();
+        let (status, answer) = client.post(addr, "localhost", VALIDATE_PATH, body).await;
+        assert_eq!(status, 200);
+        let answer: Value = serde_json::from_slice(&answer).expect("JSON");
+        let response = &answer["response"];
+        assert_eq!(response["uid"], UID);
+        assert_eq!(response["allowed"], allowed, "{user}: {response}");
+        let (got_fields, got_message) = refusal(response);
+        assert_eq!(got_fields, fields, "{got_message}");
+        assert!(got_message.contains(message), "{got_message}");
+        let warnings = response["warnings"].to_string();
+        assert_eq!(
+            !warning.is_empty(),
+            response.get("warnings").is_some_and(|w| !w.is_null()),
+            "{warnings}"
+        );
+        assert!(warnings.contains(warning), "{warnings}");
+    }
+    stop.cancel();
+    tokio::time::timeout(Duration::from_secs(15), server)
+        .await
+        .expect("server stops")
+        .expect("task")
+        .expect("clean shutdown");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_workload_template_that_cannot_be_judged_is_refused() {
+    let sim = workload_sim();
+    let api = Arc::new(Grants::new(
+        sim.client(),
+        &[("alice", "rayjobs.ray.io", NS)],
+    ));
+    let (app, _) = workload_app(api.clone(), WORKLOAD_KINDS);
+    // No namespace in the request nor in the object: whose namespace would alice create in?
+    let mut object = ray("r", json!("x"));
+    object["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    let mut nowhere = review_by("alice", "CREATE", object, Value::Null);
+    nowhere["request"]
+        .as_object_mut()
+        .expect("request")
+        .remove("namespace");
+    let response = admit(&app, VALIDATE_PATH, &nowhere).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        refusal(&response).1.contains("names no namespace"),
+        "{response}"
+    );
+    assert!(api.asked().is_empty() && sim.requests().is_empty());
+    // A Job template in the same request is left to the local rules, as before.
+    let mut job = new_cronjob("j");
+    job["metadata"]
+        .as_object_mut()
+        .expect("metadata")
+        .remove("namespace");
+    let mut review = create(job);
+    review["request"]
+        .as_object_mut()
+        .expect("request")
+        .remove("namespace");
+    let response = admit(&app, VALIDATE_PATH, &review).await;
+    assert_eq!(response["allowed"], true, "{response}");
+}

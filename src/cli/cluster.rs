@@ -30,7 +30,7 @@ impl KubeArgs {
         let options = ClientOptions {
             kubeconfig: self.kubeconfig.clone(),
             context: self.context.clone(),
-            user_agent: None,
+            ..ClientOptions::default()
         };
         Ok(client_with(&options).await?)
     }

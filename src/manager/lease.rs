@@ -5,6 +5,15 @@
 //! and steps down when it could not renew within the renew deadline. Every write carries the
 //! resourceVersion it was based on, so two replicas can never both win.
 //!
+//! The leader fences itself: its renew deadline counts from the *sending* of its last renewal
+//! that succeeded, on its monotonic clock, and no request, however long it hangs (a network
+//! that stops forwarding without closing connections), holds it past that deadline. At the
+//! deadline the controllers' writes stop ([`Fence`]: refused, and given up on when in flight)
+//! and the controllers are cancelled, at least lease duration minus renew deadline (5 s by
+//! default) before another replica can take over. Every request of the election is bounded
+//! too (half the renew deadline), so a replica cut off rejoins as a follower within seconds of
+//! the network's return.
+//!
 //! On shutdown the leader releases the Lease (empty holder), and a standby takes over at its
 //! next retry, within one retry period (1 s by default). This is why kronjob does not use
 //! kube-lease-manager: its followers sleep until the lease expires, so a released lease is only
@@ -23,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
 
 use super::health::Health;
+use crate::client::Fence;
 use crate::clock::Clock;
 use crate::task::TaskError;
 
@@ -216,14 +226,16 @@ impl Elector {
 }
 
 /// Run `work` whenever this replica leads, until `shutdown`; without a lease config the
-/// replica leads for its whole life. When leadership is lost, `work`'s token is cancelled and
-/// the replica waits to lead again; on shutdown the Lease is released once `work` has drained.
-/// `work` failing (a controller stopped on its own) ends the election with its error.
+/// replica leads for its whole life. While it leads, `fence` is open until its renew deadline;
+/// when leadership is lost, `fence` closes, `work`'s token is cancelled and the replica waits
+/// to lead again; on shutdown the Lease is released once `work` has drained. `work` failing (a
+/// controller stopped on its own) ends the election with its error.
 pub async fn lead<F, Fut>(
     api: Option<Api<Lease>>,
     config: Option<LeaseConfig>,
     clock: Arc<dyn Clock>,
     health: Arc<Health>,
+    fence: Fence,
     shutdown: CancellationToken,
     mut work: F,
 ) -> Result<(), TaskError>
@@ -242,10 +254,14 @@ where
     loop {
         // Follow until the Lease is ours.
         loop {
-            match elector.try_acquire_or_renew().await {
-                Ok(true) => break,
-                Ok(false) => {}
-                Err(e) => warn!(error = %e, lease = %config.name, "cannot read or take the lease"),
+            let sent = Instant::now();
+            match attempt(&mut elector, &config, None, &shutdown).await {
+                Attempt::Held => {
+                    fence.open_until(sent + config.renew_deadline);
+                    break;
+                }
+                Attempt::NotHeld | Attempt::Failed => {}
+                Attempt::Shutdown => return Ok(()),
             }
             tokio::select! {
                 () = shutdown.cancelled() => return Ok(()),
@@ -259,49 +275,105 @@ where
         tokio::pin!(running);
         let outcome = tokio::select! {
             result = &mut running => Some(result),
-            () = renew_until_lost(&mut elector, &config, &shutdown) => None,
+            lost = renew_until_lost(&mut elector, &config, &fence, &shutdown) => {
+                if let Some(why) = lost {
+                    // The fence closed at the deadline already; the controllers stop now.
+                    fence.close();
+                    warn!(identity = %config.identity, why, "lost leadership: stopping controllers");
+                }
+                None
+            }
         };
         let result = match outcome {
             Some(result) => result,
             None => {
-                if !shutdown.is_cancelled() {
-                    warn!(identity = %config.identity, "lost leadership: stopping controllers");
-                }
                 token.cancel();
                 running.await
             }
         };
         health.set_leader(false);
         if shutdown.is_cancelled() || result.is_err() {
+            // Drained: nothing of this term writes any more.
+            fence.close();
             match elector.release().await {
                 Ok(()) => info!(lease = %config.name, "lease released"),
                 Err(e) => warn!(error = %e, lease = %config.name, "cannot release the lease"),
             }
             return result;
         }
+        fence.close();
     }
 }
 
-/// Renew every retry period; return when shutdown is asked for, or when no renewal succeeded
-/// within the renew deadline (another replica may take over after the lease duration).
+/// How one try to acquire or renew ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Attempt {
+    /// This replica holds the Lease.
+    Held,
+    /// Another replica holds it.
+    NotHeld,
+    /// The API server could not be asked, or did not answer in time.
+    Failed,
+    /// The process is stopping.
+    Shutdown,
+}
+
+/// Try to acquire or renew, for half the renew deadline at most, and never past `deadline`.
+async fn attempt(
+    elector: &mut Elector,
+    config: &LeaseConfig,
+    deadline: Option<Instant>,
+    shutdown: &CancellationToken,
+) -> Attempt {
+    let mut limit = Instant::now() + config.renew_deadline / 2;
+    if let Some(deadline) = deadline {
+        limit = limit.min(deadline);
+    }
+    tokio::select! {
+        () = shutdown.cancelled() => Attempt::Shutdown,
+        tried = tokio::time::timeout_at(limit, elector.try_acquire_or_renew()) => match tried {
+            Ok(Ok(true)) => Attempt::Held,
+            Ok(Ok(false)) => Attempt::NotHeld,
+            Ok(Err(e)) => {
+                warn!(error = %e, lease = %config.name, "cannot read, take or renew the lease");
+                Attempt::Failed
+            }
+            Err(_) => {
+                warn!(lease = %config.name, "the API server did not answer about the lease in time");
+                Attempt::Failed
+            }
+        },
+    }
+}
+
+/// Renew every retry period, moving `fence` on to each successful renewal's send plus the
+/// renew deadline; return when shutdown is asked for (`None`), or why leadership is lost: no
+/// renewal succeeded by the deadline (another replica may take over a lease duration after
+/// the last one), or another replica holds the Lease.
 async fn renew_until_lost(
     elector: &mut Elector,
     config: &LeaseConfig,
+    fence: &Fence,
     shutdown: &CancellationToken,
-) {
-    let mut renewed = Instant::now();
+) -> Option<&'static str> {
     loop {
+        let Some(deadline) = fence.deadline() else {
+            return Some("no renewal succeeded within the renew deadline");
+        };
+        let next = (Instant::now() + config.retry_period).min(deadline);
         tokio::select! {
-            () = shutdown.cancelled() => return,
-            () = tokio::time::sleep(config.retry_period) => {}
+            () = shutdown.cancelled() => return None,
+            () = tokio::time::sleep_until(next) => {}
         }
-        match elector.try_acquire_or_renew().await {
-            Ok(true) => renewed = Instant::now(),
-            Ok(false) => return,
-            Err(e) => warn!(error = %e, lease = %config.name, "cannot renew the lease"),
+        if Instant::now() >= deadline {
+            continue;
         }
-        if renewed.elapsed() >= config.renew_deadline {
-            return;
+        let sent = Instant::now();
+        match attempt(elector, config, Some(deadline), shutdown).await {
+            Attempt::Held => fence.open_until(sent + config.renew_deadline),
+            Attempt::NotHeld => return Some("another replica holds the lease"),
+            Attempt::Failed => {}
+            Attempt::Shutdown => return None,
         }
     }
 }
@@ -447,5 +519,116 @@ mod tests {
         e.release().await.expect("no-op");
         drop(e);
         verdict.await.expect("requests as scripted");
+    }
+
+    /// A scripted API server that can also leave a request unanswered: for each request in
+    /// turn, `Some((status, body))` answers it, `None` holds it forever (a network that stopped
+    /// forwarding). Returns the times (since `start`) the requests came, with their method.
+    fn server(
+        mut handle: tower_test::mock::Handle<
+            http::Request<kube::client::Body>,
+            http::Response<kube::client::Body>,
+        >,
+        start: Instant,
+        mut answer: impl FnMut(&http::Method, usize) -> Option<(StatusCode, serde_json::Value)>
+        + Send
+        + 'static,
+    ) -> tokio::task::JoinHandle<Vec<(http::Method, Duration)>> {
+        tokio::spawn(async move {
+            let mut seen = Vec::new();
+            let mut held = Vec::new();
+            while let Some((request, send)) = handle.next_request().await {
+                let method = request.method().clone();
+                seen.push((method.clone(), start.elapsed()));
+                match answer(&method, seen.len()) {
+                    Some((status, body)) => send.send_response(
+                        http::Response::builder()
+                            .status(status)
+                            .body(kube::client::Body::from(body.to_string().into_bytes()))
+                            .expect("response"),
+                    ),
+                    None => held.push(send),
+                }
+            }
+            seen
+        })
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_leader_whose_renewal_hangs_fences_itself_at_its_renew_deadline() {
+        let (service, handle) = tower_test::mock::pair();
+        let client = kube::Client::new(service, "ns");
+        let start = Instant::now();
+        // Acquired at 0 s, renewed at 1, 2 and 3 s; from the renewal at 4 s on, nothing is
+        // answered any more.
+        let requests = server(handle, start, |method, n| match (method.as_str(), n) {
+            ("GET", 1) => Some((
+                StatusCode::NOT_FOUND,
+                crate::testing::api_script::status_body(StatusCode::NOT_FOUND, "NotFound"),
+            )),
+            ("POST", 2) => Some((StatusCode::CREATED, lease("me", "1"))),
+            ("PUT", 3..=5) => Some((StatusCode::OK, lease("me", &n.to_string()))),
+            _ => None,
+        });
+        let clock = Arc::new(FixedClock::new(t("2024-01-01T00:00:10Z")));
+        let fence = Fence::default();
+        let shutdown = CancellationToken::new();
+        let stopped = Arc::new(std::sync::Mutex::new(None));
+        let work = {
+            let stopped = Arc::clone(&stopped);
+            let fence = fence.clone();
+            move |token: CancellationToken| {
+                let stopped = Arc::clone(&stopped);
+                let fence = fence.clone();
+                async move {
+                    assert!(fence.is_open(), "the fence opens before the work starts");
+                    token.cancelled().await;
+                    *stopped.lock().expect("lock") = Some((start.elapsed(), fence.is_open()));
+                    Ok(())
+                }
+            }
+        };
+        let health = Health::new(false);
+        let elected = tokio::spawn(lead(
+            Some(Api::namespaced(client, "ns")),
+            Some(config("me")),
+            clock,
+            Arc::clone(&health),
+            fence.clone(),
+            shutdown.clone(),
+            work,
+        ));
+        // Just before the deadline (the last renewal answered was sent at 3 s, plus 10 s) the
+        // fence is open; at it, closed and the work cancelled.
+        tokio::time::sleep_until(start + Duration::from_millis(12_900)).await;
+        assert!(fence.is_open(), "open until the renew deadline");
+        assert!(health.is_leader());
+        tokio::time::sleep_until(start + Duration::from_millis(13_100)).await;
+        assert!(!fence.is_open(), "closed at the renew deadline");
+        assert!(!health.is_leader());
+        let (at, open) = stopped.lock().expect("lock").expect("work stopped");
+        assert_eq!(
+            at,
+            Duration::from_secs(13),
+            "cancelled at the deadline, not later"
+        );
+        assert!(!open, "writes stopped before the work was told to stop");
+        // A follower takes over no earlier than 15 s after it saw the last renewal, which the
+        // server stored after 3 s: 5 s after this replica stopped.
+        assert!(at + Duration::from_secs(5) <= Duration::from_secs(3) + Duration::from_secs(15));
+        // Cut off, it keeps trying as a follower, each request given up on after 5 s.
+        tokio::time::sleep_until(start + Duration::from_secs(30)).await;
+        shutdown.cancel();
+        elected.await.expect("joined").expect("no error");
+        let seen = requests.await.expect("server");
+        let times: Vec<u64> = seen.iter().map(|(_, at)| at.as_secs()).collect();
+        // Renewals at 1..4 s; the one at 4 s hangs until 9 s, the next is sent at 10 s and
+        // hangs until the deadline; then the follower's reads, each given up on after 5 s.
+        assert_eq!(&times[..6], &[0, 0, 1, 2, 3, 4], "{seen:?}");
+        assert_eq!(times[6], 10, "{seen:?}");
+        assert!(times[7] >= 13 && times[7] <= 15, "{seen:?}");
+        for pair in times[7..].windows(2) {
+            assert!(pair[1] - pair[0] >= 5 && pair[1] - pair[0] <= 7, "{seen:?}");
+        }
     }
 }

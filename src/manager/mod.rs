@@ -43,7 +43,8 @@ pub use args::RunArgs;
 pub use crd::ensure_crd;
 pub use health::{Health, health_router, metrics_router};
 
-use crate::clock::{Clock, SystemClock};
+use crate::client::{Fence, Observer};
+use crate::clock::Clock;
 use crate::controller::Shared;
 use crate::controller::cronjob::{self, ReconcilerMetrics};
 use crate::controller::shard::{Assignment, ShardMetrics, ShardView};
@@ -123,10 +124,11 @@ pub const CONTROLLERS_AGENT: &str = "controllers";
 /// The `User-Agent` part of the webhook's dry runs and the metrics' token and access reviews.
 pub const WEBHOOK_AGENT: &str = "webhook and metrics auth";
 
-/// A client whose requests say they come from `part` of the manager.
-async fn client_of(part: &str) -> Result<Client, crate::client::ClientError> {
+/// A client whose requests say they come from `part` of the manager, seen by `observer`.
+async fn client_of(part: &str, observer: &Observer) -> Result<Client, crate::client::ClientError> {
     crate::client::client_with(&crate::client::ClientOptions {
         user_agent: Some(crate::client::user_agent(part)),
+        observer: Some(observer.clone()),
         ..Default::default()
     })
     .await
@@ -135,20 +137,47 @@ async fn client_of(part: &str) -> Result<Client, crate::client::ClientError> {
 /// Run the manager until SIGTERM/SIGINT.
 pub async fn run(args: RunArgs) -> Result<(), ManagerError> {
     crate::telemetry::init(args.log_format);
-    let client = client_of(CONTROLLERS_AGENT).await?;
+    // Both clients' answers measure the API server's clock, which the manager then runs by.
+    let observer = Observer::default();
+    let client = client_of(CONTROLLERS_AGENT, &observer).await?;
     ensure_crd(client.clone(), args.install_crd).await?;
     // The webhook's dry runs and the metrics' reviews go through a client of their own (its own
     // connection to the API server), so hostile traffic to those ports never queues ahead of
     // the controllers' requests; its user agent tells its requests apart on the server.
-    let side = client_of(WEBHOOK_AGENT).await?;
-    run_with_clients(
-        args,
+    let side = client_of(WEBHOOK_AGENT, &observer).await?;
+    let clients = Clients {
         client,
         side,
+        observer,
+    };
+    run_with_clients(
+        args,
+        clients,
         signal::shutdown_on_signal(),
         Tasks::default(),
     )
     .await
+}
+
+/// The manager's clients: `client` for the controllers and the webhook, `side` for the
+/// webhook's dry runs and the metrics' token and access reviews, and what observes them (its
+/// metrics are exported, and its clock is the manager's).
+#[derive(Clone)]
+pub struct Clients {
+    /// The controllers' and the webhook's client.
+    pub client: Client,
+    /// The webhook's dry runs and the metrics' reviews.
+    pub side: Client,
+    /// What sees their requests and answers.
+    pub observer: Observer,
+}
+
+impl std::fmt::Debug for Clients {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Clients")
+            .field("observer", &self.observer)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Run the manager with a given client until `shutdown` is cancelled.
@@ -167,20 +196,22 @@ pub async fn run_listed(
     shutdown: CancellationToken,
     tasks: Tasks,
 ) -> Result<(), ManagerError> {
-    let side = client.clone();
-    run_with_clients(args, client, side, shutdown, tasks).await
+    let clients = Clients {
+        side: client.clone(),
+        client,
+        observer: Observer::default(),
+    };
+    run_with_clients(args, clients, shutdown, tasks).await
 }
 
-/// [`run_listed`], with `side` for the webhook's dry runs and the metrics' token and access
-/// reviews.
+/// [`run_listed`], with the manager's [`Clients`].
 pub async fn run_with_clients(
     args: RunArgs,
-    client: Client,
-    side: Client,
+    clients: Clients,
     shutdown: CancellationToken,
     tasks: Tasks,
 ) -> Result<(), ManagerError> {
-    let mut manager = Manager::new(&args, client, side, shutdown, tasks);
+    let mut manager = Manager::new(&args, clients, shutdown, tasks);
     manager.serve_probes_and_metrics(&args)?;
     manager.serve_webhook(&args);
     manager.run_controllers(&args);
@@ -198,9 +229,10 @@ struct Registered {
 }
 
 impl Registered {
-    fn new(health: &Arc<Health>) -> Self {
+    fn new(health: &Arc<Health>, observer: &Observer) -> Self {
         let mut registry = Registry::default();
         registry.register_collector(Box::new(health::LeaderGauge(Arc::clone(health))));
+        observer.register(&mut registry);
         Self {
             reconciler: ReconcilerMetrics::new(&mut registry),
             shard: ShardMetrics::new(&mut registry),
@@ -236,19 +268,18 @@ struct Manager {
 impl Manager {
     fn new(
         args: &RunArgs,
-        client: Client,
-        side: Client,
+        clients: Clients,
         shutdown: CancellationToken,
         directory: Tasks,
     ) -> Self {
         let webhook_enabled = args.webhook_enabled();
         let health = Health::new(webhook_enabled);
-        let metrics = Registered::new(&health);
+        let metrics = Registered::new(&health, &clients.observer);
         Self {
-            client,
-            side,
+            client: clients.client,
+            side: clients.side,
             certificate: tokio::sync::watch::Sender::new(None),
-            clock: Arc::new(SystemClock),
+            clock: Arc::clone(clients.observer.clock()) as Arc<dyn Clock>,
             servers_stop: CancellationToken::new(),
             shutdown_delay: if webhook_enabled {
                 args.shutdown_delay
@@ -316,7 +347,8 @@ impl Manager {
         let stopped = Arc::clone(&self.health);
         let env = webhook::Env {
             client: Some(self.client.clone()),
-            dry_run: Some(self.side.clone()),
+            api: Some(Arc::new(self.side.clone())),
+            workload_kinds: args.reconciler.workload_kinds.clone(),
             clock: Arc::clone(&self.clock),
             tasks: self.directory.clone(),
             connections: self.metrics.https.server("webhook"),
@@ -368,9 +400,16 @@ impl Manager {
     /// its share of the CronJobs with `--sharding`).
     fn run_controllers(&mut self, args: &RunArgs) {
         let (shard, released) = self.join_shard(args);
+        let lease = args.lease();
+        // A leader's controllers write only while its Lease is certainly its own.
+        let fence = Fence::default();
+        let client = match &lease {
+            Some(_) => crate::client::fenced(self.client.clone(), fence.clone()),
+            None => self.client.clone(),
+        };
         let controllers = Controllers {
             shared: Shared {
-                client: self.client.clone(),
+                client,
                 clock: Arc::clone(&self.clock),
                 scope: args.scope(),
                 instance: args.pod_name.clone(),
@@ -385,7 +424,6 @@ impl Manager {
             ttl_metrics: self.metrics.ttl.clone(),
             health: Arc::clone(&self.health),
         };
-        let lease = args.lease();
         let lease_api = lease
             .as_ref()
             .map(|l| Api::namespaced(self.client.clone(), &l.namespace));
@@ -394,6 +432,7 @@ impl Manager {
             lease,
             Arc::clone(&self.clock),
             Arc::clone(&self.health),
+            fence,
             self.shutdown.clone(),
             move |token| controllers.term(token),
         );
@@ -685,7 +724,11 @@ mod tests {
     /// Every metric family the manager exports, as `# TYPE` names it, with its type. Labelled
     /// families appear once they have a child, so each gets one.
     fn families() -> Vec<(String, String)> {
-        let registered = Registered::new(&Health::new(false));
+        let observer = Observer::default();
+        // The clock gauges appear once an answer has told the offset.
+        let now = jiff::Timestamp::now();
+        observer.clock().observe(now, now, now);
+        let registered = Registered::new(&Health::new(false), &observer);
         registered
             .reconciler
             .reconcile_errors

@@ -466,11 +466,17 @@ pub(crate) fn parse_go_duration(orig: &str) -> Result<i128, String> {
         if v > LIMIT {
             return Err(invalid());
         }
-        // Fraction: Go keeps digits while they fit, then rounds down.
+        // Fraction: Go keeps digits while they fit in 63 bits, ignores the rest, then rounds
+        // down. Past 30 digits (leading zeros) a digit is worth less than 10^-17 ns: ignored
+        // too, so the divisor fits in an i128 as 63 bits times the largest unit do.
         let mut f: i128 = 0;
         let mut div: i128 = 1;
         for d in frac_digits.bytes().take(30) {
-            f = f * 10 + i128::from(d - b'0');
+            let next = f * 10 + i128::from(d - b'0');
+            if f > i128::from(i64::MAX) / 10 || next > LIMIT {
+                break;
+            }
+            f = next;
             div *= 10;
         }
         v += f * scale / div;
@@ -518,5 +524,23 @@ mod tests {
             Err("time: invalid duration \".\"".into())
         );
         assert!(parse_go_duration("99999999999h").is_err());
+    }
+
+    /// Found by fuzzing: 30 fraction digits times the unit overflowed (a panic in the webhook
+    /// and the controller where overflow is checked, a wrong `@every` elsewhere). Go keeps the
+    /// digits that fit in 63 bits (here 19) and ignores the rest.
+    #[test]
+    fn a_long_fraction_keeps_the_digits_that_fit() {
+        assert_eq!(
+            parse_go_duration("66.3325333013253253330132513212m"),
+            Ok(3_979_951_998_079)
+        );
+        assert_eq!(
+            parse_go_duration("1.999999999999999999999999999999h"),
+            parse_go_duration("1.9999999999999999999h")
+        );
+        // Found by fuzzing too: a hundred leading zeros overflowed the divisor.
+        let zeros = format!("0.{}773814127ms", "0".repeat(100));
+        assert_eq!(parse_go_duration(&zeros), Ok(0));
     }
 }

@@ -1,8 +1,9 @@
 //! From request bytes to an `AdmissionReview` answer: decoding, dispatch to the pure defaulting
 //! and validation functions of [`crate::api`], and the shape of the answers. No I/O: [`admit`]
-//! decides with the local rules; a CronJob they allow whose Job template is new then gets the
-//! API server's own verdict through [`check_template`], whose dry run is injected.
+//! decides with the local rules; a CronJob they allow whose template is new then goes to
+//! [`super::judge`], which asks the API server ([`TemplateCheck`]).
 
+use k8s_openapi::api::authentication::v1::UserInfo;
 use k8s_openapi::api::batch::v1::JobTemplateSpec;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use kube::core::response::{StatusCause, StatusDetails};
@@ -13,8 +14,7 @@ use serde_json::Value;
 use super::metrics::Outcome;
 use crate::api::defaults::default_patch;
 use crate::api::validation::{self, FieldError, invalid_message};
-use crate::api::{CronJob, GROUP, VERSION};
-use crate::workload::{self, TemplateDryRun, Verdict};
+use crate::api::{CronJob, GROUP, VERSION, WorkloadTemplate};
 
 /// Largest accepted request body: 3 MiB (the API server's own request limit is 3 MiB; a
 /// CronJob is limited to about 1.5 MiB by etcd).
@@ -81,41 +81,38 @@ pub struct Answer {
     pub review: AdmissionReview<DynamicObject>,
     /// Allowed, patched or denied (or error when the webhook failed).
     pub outcome: Outcome,
-    /// Allowed by the local rules, with a Job template the API server has not judged yet.
+    /// Allowed by the local rules, with a template the API server has not judged yet.
     pub template: Option<TemplateCheck>,
 }
 
-/// A CronJob whose Job template is to be dry-run before it is allowed.
+/// A CronJob whose template is to be judged by the API server before it is allowed.
 #[derive(Debug)]
 pub struct TemplateCheck {
-    response: AdmissionResponse,
-    name: String,
-    namespace: String,
-    template: Box<JobTemplateSpec>,
+    /// The response to the review, allowed so far.
+    pub response: AdmissionResponse,
+    /// The CronJob's name.
+    pub name: String,
+    /// Its namespace.
+    pub namespace: String,
+    /// Its template.
+    pub template: Template,
+    /// Who creates or changes it (the request's `userInfo`).
+    pub user: UserInfo,
 }
 
-/// Have the API server judge the Job template of a CronJob [`admit`] allowed, when it has one
-/// to check (a dry run of a batch/v1 CronJob carrying it, [`workload::dry_run`]): a refusal denies
-/// it with the API server's field errors, on the CronJob's own fields; any other answer
-/// (timeout, quota, other webhooks, an unavailable API server) allows it. The verdict, when a
-/// dry run was made.
-pub async fn check_template(
-    mut answer: Answer,
-    dry_run: &dyn TemplateDryRun,
-) -> (Answer, Option<Verdict>) {
-    let Some(check) = answer.template.take() else {
-        return (answer, None);
-    };
-    let verdict = dry_run.dry_run(&check.namespace, &check.template).await;
-    if let Verdict::Invalid(refused) = &verdict {
-        answer = denied(check.response, template_status(&check.name, refused));
-    }
-    (answer, Some(verdict))
+/// A CronJob's template: what it runs.
+#[derive(Debug)]
+pub enum Template {
+    /// `spec.jobTemplate`.
+    Job(Box<JobTemplateSpec>),
+    /// `spec.workloadTemplate`.
+    Workload(Box<WorkloadTemplate>),
 }
 
-/// The denial for a Job template the API server refused with `refused` (422): its causes, on
-/// the CronJob's fields, in the shape of [`invalid_status`].
-pub fn template_status(name: &str, refused: &Status) -> Status {
+/// The denial for a template the API server refused with `refused` (422): its causes, on
+/// the CronJob's fields (already), in the shape of [`invalid_status`]; a refusal without causes
+/// is reported on `field` (the template's).
+pub fn template_status(name: &str, refused: &Status, field: &str) -> Status {
     let mut causes: Vec<StatusCause> = refused
         .details
         .as_ref()
@@ -125,7 +122,7 @@ pub fn template_status(name: &str, refused: &Status) -> Status {
         causes.push(StatusCause {
             reason: "FieldValueInvalid".to_string(),
             message: refused.message.clone(),
-            field: workload::dry_run::TEMPLATE_FIELD.to_string(),
+            field: field.to_string(),
         });
     }
     let mut rendered: Vec<String> = Vec::with_capacity(causes.len());
@@ -200,7 +197,8 @@ fn allowed(request: &AdmissionRequest<DynamicObject>) -> Answer {
     }
 }
 
-fn denied(response: AdmissionResponse, status: Status) -> Answer {
+/// The answer denying the review of `response` with `status`.
+pub fn denied(response: AdmissionResponse, status: Status) -> Answer {
     let mut response = response.deny(&status.message);
     response.result = status;
     Answer {
@@ -287,11 +285,13 @@ fn answer(
             let errors = validation::validate(object, old_object, op);
             let name = object_name(object, request);
             if errors.is_empty() {
-                let template = template_check(request, object, old_object, &name, &response);
-                return Answer {
-                    review: response.into_review(),
-                    outcome: Outcome::allowed,
-                    template,
+                return match template_check(request, object, old_object, &name, &response) {
+                    Ok(template) => Answer {
+                        review: response.into_review(),
+                        outcome: Outcome::allowed,
+                        template,
+                    },
+                    Err(reason) => denied(response, bad_request(&reason)),
                 };
             }
             denied(response, invalid_status(&name, &errors))
@@ -299,33 +299,55 @@ fn answer(
     }
 }
 
-/// What [`check_template`] needs, when the Job template is new: on create, or on an update that
-/// changes `spec.jobTemplate` (an unchanged template is not judged again, so an object stored
-/// before can still be suspended or have its finalizers removed).
+/// What [`super::judge`] needs, when the template is new: on create, or on an update that
+/// changes `spec.jobTemplate` or `spec.workloadTemplate` (an unchanged template is not judged
+/// again, so an object stored before can still be suspended or have its finalizers removed).
+/// A new workload template that cannot be judged (no namespace, an object that does not decode
+/// as a CronJob) is an error: its author's access is never assumed.
 fn template_check(
     request: &AdmissionRequest<DynamicObject>,
     object: &Value,
     old_object: Option<&Value>,
     name: &str,
     response: &AdmissionResponse,
-) -> Option<TemplateCheck> {
-    let template = |o: &Value| o.pointer("/spec/jobTemplate").cloned();
-    if old_object.is_some_and(|old| template(old) == template(object)) {
-        return None;
+) -> Result<Option<TemplateCheck>, String> {
+    let templates = |o: &Value| {
+        (
+            o.pointer("/spec/jobTemplate").cloned(),
+            o.pointer("/spec/workloadTemplate").cloned(),
+        )
+    };
+    if old_object.is_some_and(|old| templates(old) == templates(object)) {
+        return Ok(None);
     }
-    let cronjob: CronJob = serde_json::from_value(object.clone()).ok()?;
-    let template = cronjob.spec.job_template?;
+    let workload = object.pointer("/spec/workloadTemplate").is_some();
+    let unjudged = |why: String| if workload { Err(why) } else { Ok(None) };
+    let cronjob: CronJob = match serde_json::from_value(object.clone()) {
+        Ok(cronjob) => cronjob,
+        Err(e) => return unjudged(format!("the workload template cannot be checked: {e}")),
+    };
+    let template = match (cronjob.spec.job_template, cronjob.spec.workload_template) {
+        (Some(job), _) => Template::Job(Box::new(job)),
+        (None, Some(workload)) => Template::Workload(Box::new(workload)),
+        (None, None) => return Ok(None),
+    };
     let namespace = request
         .namespace
         .clone()
         .or_else(|| cronjob.metadata.namespace.clone())
-        .filter(|ns| !ns.is_empty())?;
-    Some(TemplateCheck {
+        .filter(|ns| !ns.is_empty());
+    let Some(namespace) = namespace else {
+        return unjudged(
+            "the workload template cannot be checked: the request names no namespace".into(),
+        );
+    };
+    Ok(Some(TemplateCheck {
         response: response.clone(),
         name: name.to_string(),
         namespace,
-        template: Box::new(template),
-    })
+        template,
+        user: request.user_info.clone(),
+    }))
 }
 
 fn bad_request(reason: &str) -> Status {
@@ -380,7 +402,7 @@ mod tests {
             "Invalid",
         )
         .with_code(422);
-        let status = template_status("x", &refused);
+        let status = template_status("x", &refused, crate::workload::dry_run::TEMPLATE_FIELD);
         assert_eq!(status.code, 400);
         assert_eq!(status.reason, "Invalid");
         let causes = status.details.expect("details").causes;

@@ -44,6 +44,8 @@ struct ReasonLabels {
 pub const REJECTED_REASONS: [&str; 4] = ["malformed", "too_large", "slow", "busy"];
 /// Every `reason` of `kronjob_webhook_dry_runs_skipped_total`.
 pub const SKIPPED_REASONS: [&str; 3] = ["cached", "rate_limited", "busy"];
+/// Every `result` of `kronjob_webhook_access_reviews_total`.
+pub const ACCESS_RESULTS: [&str; 4] = ["allowed", "denied", "cached", "unchecked"];
 
 /// Upper bounds of the latency buckets, in seconds: 50 µs to 1 s.
 const BUCKETS: [f64; 14] = [
@@ -63,6 +65,7 @@ pub struct WebhookMetrics {
     dry_runs: Family<DryRunLabels, Counter>,
     skipped: Family<ReasonLabels, Counter>,
     rejected: Family<ReasonLabels, Counter>,
+    access: Family<DryRunLabels, Counter>,
 }
 
 impl WebhookMetrics {
@@ -101,7 +104,7 @@ impl WebhookMetrics {
         }
         registry.register(
             "kronjob_webhook_dry_run",
-            "Dry-run creates of a batch/v1 CronJob carrying a new or changed Job template, by result (valid, invalid, timeout, error)",
+            "Dry-run creates of a new or changed template (a batch/v1 CronJob carrying a Job template, or a workload of its kind), by result (valid, invalid, timeout, error)",
             dry_runs.clone(),
         );
         let skipped = Family::<ReasonLabels, Counter>::default();
@@ -110,7 +113,7 @@ impl WebhookMetrics {
         }
         registry.register(
             "kronjob_webhook_dry_runs_skipped",
-            "Job templates the webhook did not dry-run: cached (already checked), rate_limited or busy",
+            "Templates the webhook did not dry-run: cached (already checked), rate_limited or busy",
             skipped.clone(),
         );
         let rejected = Family::<ReasonLabels, Counter>::default();
@@ -122,12 +125,22 @@ impl WebhookMetrics {
             "Requests refused before admission: malformed (400), too_large (413), slow (408), busy (429)",
             rejected.clone(),
         );
+        let access = Family::<DryRunLabels, Counter>::default();
+        for result in ACCESS_RESULTS {
+            drop(access.get_or_create(&DryRunLabels { result }));
+        }
+        registry.register(
+            "kronjob_webhook_access_reviews",
+            "Checks that a CronJob's author may create its workload's kind: allowed, denied (refused), cached (answered before), unchecked (rate limited, busy or failed: refused)",
+            access.clone(),
+        );
         WebhookMetrics {
             duration,
             panics,
             dry_runs,
             skipped,
             rejected,
+            access,
         }
     }
 
@@ -161,6 +174,11 @@ impl WebhookMetrics {
     /// Count one dry run of a Job template with this result.
     pub fn dry_run(&self, result: &'static str) {
         self.dry_runs.get_or_create(&DryRunLabels { result }).inc();
+    }
+
+    /// Count one check of an author's access (one of [`ACCESS_RESULTS`]).
+    pub fn access_review(&self, result: &'static str) {
+        self.access.get_or_create(&DryRunLabels { result }).inc();
     }
 
     /// Number of panics caught so far.

@@ -7,18 +7,25 @@
 //! into a rustls configuration with [`tls`]), and hands both to [`server`].
 //!
 //! - [`admission`]: from request bytes to an `AdmissionReview` answer (pure);
+//! - [`judge`]: what the API server says of a new template: a Job template's dry run; a
+//!   workload's kind (`--workload-kinds`, installed, namespaced), its author's access
+//!   ([`access`], pure) and its dry run as its kind;
+//! - [`api`]: those requests to the API server (dry runs, discovery, `SubjectAccessReview`);
 //! - [`server`]: the axum routes, hardening layers and the handlers, served by
 //!   [`crate::https`] (connection cap, timeouts, HTTP/1.1 only by default);
 //! - [`budget`]: the memory budget of request bodies in flight;
-//! - [`dry_run`]: the Job template dry runs' cache, rate limit and concurrency;
+//! - [`dry_run`]: the cache, rate limits and concurrency of the requests to the API server;
 //! - [`certs`]: where the certificate comes from (a directory, or self-provisioned);
 //! - [`tls`]: PEM to a rustls configuration (pure);
 //! - [`metrics`]: Prometheus metrics.
 
+pub mod access;
 pub mod admission;
+pub mod api;
 pub mod budget;
 pub mod certs;
 pub mod dry_run;
+pub mod judge;
 pub mod metrics;
 pub mod server;
 pub mod tls;
@@ -37,7 +44,8 @@ pub use metrics::WebhookMetrics;
 use crate::clock::Clock;
 use crate::https::ServerMetrics;
 use crate::task::Tasks;
-pub use server::{router, router_with_dry_run, router_with_dry_run_budget};
+use crate::workload::allowed::AllowedKinds;
+pub use server::{router, router_with_api, router_with_dry_run};
 
 /// Default certificate directory (the kubebuilder convention).
 pub const DEFAULT_CERT_DIR: &str = "/tmp/k8s-webhook-server/serving-certs";
@@ -80,7 +88,7 @@ pub struct WebhookArgs {
     /// Most connections open to the webhook; further ones wait until one closes.
     #[arg(long = "webhook-max-connections", default_value_t = crate::https::MAX_CONNECTIONS, value_parser = clap::value_parser!(usize))]
     pub webhook_max_connections: usize,
-    /// Most dry runs of Job templates the webhook sends the API server in any minute (0: none;
+    /// Most dry runs of templates the webhook sends the API server in any minute (0: none;
     /// templates are then checked by the reconciler only).
     #[arg(long = "webhook-dry-runs-per-minute", default_value_t = dry_run::DRY_RUNS_PER_MINUTE)]
     pub webhook_dry_runs_per_minute: u32,
@@ -134,16 +142,19 @@ pub enum WebhookError {
 }
 
 /// What the webhook runs with besides its flags: the clients (one for `--webhook-self-signed`
-/// to provision with; one for the Job template dry runs, see [`router_with_dry_run`], a client
-/// of its own so they never hold up the controllers' requests), the clock, its connection
-/// metrics, where the loaded certificate is told (the secure metrics server serves the same),
-/// and where its tasks are listed.
+/// to provision with; one for the template checks, see [`router_with_api`], a client of its
+/// own so they never hold up the controllers' requests), the kinds the manager creates
+/// (`--workload-kinds`), the clock, its connection metrics, where the loaded certificate is
+/// told (the secure metrics server serves the same), and where its tasks are listed.
 #[derive(Clone)]
 pub struct Env {
     /// The API client of the self-signed certificates, if any.
     pub client: Option<kube::Client>,
-    /// The API client of the template dry runs; none: the local rules only.
-    pub dry_run: Option<kube::Client>,
+    /// The API server the template checks ask (the manager's client of its own for them);
+    /// none: the local rules only.
+    pub api: Option<Arc<dyn api::AdmissionApi>>,
+    /// The kinds the manager creates (`--workload-kinds`): a CronJob naming another is refused.
+    pub workload_kinds: AllowedKinds,
     /// The one source of "now".
     pub clock: Arc<dyn Clock>,
     /// Where the server and the certificate's refresher are listed.
@@ -160,7 +171,8 @@ impl Env {
     pub fn local() -> Self {
         Self {
             client: None,
-            dry_run: None,
+            api: None,
+            workload_kinds: AllowedKinds::default(),
             clock: Arc::new(crate::clock::SystemClock),
             tasks: Tasks::default(),
             connections: ServerMetrics::unregistered("webhook"),
@@ -173,7 +185,7 @@ impl std::fmt::Debug for Env {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Env")
             .field("client", &self.client.is_some())
-            .field("dry_run", &self.dry_run.is_some())
+            .field("api", &self.api.is_some())
             .field("clock", &self.clock)
             .field("tasks", &self.tasks)
             .finish_non_exhaustive()
@@ -191,10 +203,13 @@ pub async fn serve(
     shutdown: CancellationToken,
 ) -> Result<(), WebhookError> {
     let listener = crate::listen::bind(args.webhook_addr)?;
-    let app = match env.dry_run {
-        Some(client) => {
-            router_with_dry_run_budget(metrics, Arc::new(client), args.webhook_dry_runs_per_minute)
-        }
+    let app = match env.api {
+        Some(api) => router_with_api(
+            metrics,
+            api,
+            args.webhook_dry_runs_per_minute,
+            env.workload_kinds,
+        ),
         None => router(metrics),
     };
     let loaded = args.certificates(env.client)?.load(env.clock).await?;

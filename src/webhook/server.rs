@@ -20,20 +20,27 @@ use tokio_util::sync::CancellationToken;
 
 use super::WebhookError;
 use super::admission::{
-    Answer, BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit, check_template,
+    Answer, BadRequest, Endpoint, MAX_BODY_BYTES, MUTATE_PATH, VALIDATE_PATH, admit,
 };
+use super::api::AdmissionApi;
 use super::budget::{BodyBudget, MAX_JSON_VALUES, Reservation, json_values};
 use super::certs::Loaded;
 use super::dry_run::{Budgeted, DRY_RUNS_PER_MINUTE};
+use super::judge::Judge;
 use super::metrics::{Outcome, WebhookMetrics};
 use crate::https::{Limits, Server, ServerMetrics};
 use crate::task::{TaskSet, Tasks};
 use crate::telemetry::Throttle;
-use crate::workload::{TemplateDryRun, Verdict};
+use crate::workload::Verdict;
+use crate::workload::allowed::AllowedKinds;
 
 /// Longest time a request may take before it is answered with 503. The API server's own
 /// timeout for the webhook is 5 s (`timeoutSeconds`).
 pub const REQUEST_TIMEOUT: Duration = Duration::from_secs(4);
+/// When, after a request arrived, the webhook's requests to the API server for it give up (a
+/// dry run then allows, an access check refuses), so the answer comes before
+/// [`REQUEST_TIMEOUT`].
+pub const CHECKS_DEADLINE: Duration = Duration::from_millis(3500);
 /// Most requests handled at once; further requests wait for a slot.
 pub const MAX_CONCURRENT_REQUESTS: usize = 256;
 /// Longest time a request body may take to arrive once its headers have (slow clients get
@@ -48,40 +55,45 @@ pub const DRAIN_TIMEOUT: Duration = Duration::from_secs(10);
 #[derive(Clone)]
 struct AppState {
     metrics: WebhookMetrics,
-    dry_run: Option<Arc<dyn TemplateDryRun>>,
+    judge: Option<Arc<Judge>>,
     budget: BodyBudget,
     log: Arc<Throttle>,
 }
 
 /// The webhook's routes with the hardening layers: `POST` [`MUTATE_PATH`], `POST`
-/// [`VALIDATE_PATH`] and `GET` [`HEALTHZ_PATH`]; the local rules only (no API server to
-/// dry-run Job templates with).
+/// [`VALIDATE_PATH`] and `GET` [`HEALTHZ_PATH`]; the local rules only (no API server to ask).
 pub fn router(metrics: WebhookMetrics) -> Router {
     routes(metrics, None)
 }
 
-/// [`router`], with the Job template of every CronJob the local rules allow (on create, or
-/// when an update changes it) judged by the API server through `dry_run`: what batch/v1 would
-/// refuse is denied. The dry runs are deduplicated and limited to [`DRY_RUNS_PER_MINUTE`] (see
-/// [`super::dry_run`]).
-pub fn router_with_dry_run(metrics: WebhookMetrics, dry_run: Arc<dyn TemplateDryRun>) -> Router {
-    router_with_dry_run_budget(metrics, dry_run, DRY_RUNS_PER_MINUTE)
+/// [`router`], with the template of every CronJob the local rules allow (on create, or when an
+/// update changes it) judged by the API server through `api` (see [`super::judge`]): what the
+/// API server would refuse is denied. Its requests are deduplicated and limited (see
+/// [`super::dry_run`]), dry runs to [`DRY_RUNS_PER_MINUTE`]; the kinds allowed are the
+/// default `--workload-kinds` (batch/v1 Jobs only).
+pub fn router_with_dry_run(metrics: WebhookMetrics, api: Arc<dyn AdmissionApi>) -> Router {
+    router_with_api(metrics, api, DRY_RUNS_PER_MINUTE, AllowedKinds::default())
 }
 
-/// [`router_with_dry_run`] with at most `per_minute` dry runs a minute.
-pub fn router_with_dry_run_budget(
+/// [`router_with_dry_run`] with at most `per_minute` dry runs a minute and the kinds `allowed`
+/// (`--workload-kinds`).
+pub fn router_with_api(
     metrics: WebhookMetrics,
-    dry_run: Arc<dyn TemplateDryRun>,
+    api: Arc<dyn AdmissionApi>,
     per_minute: u32,
+    allowed: AllowedKinds,
 ) -> Router {
-    let budgeted = Budgeted::new(dry_run, per_minute, metrics.clone());
-    routes(metrics, Some(Arc::new(budgeted)))
+    let judge = Judge {
+        api: Budgeted::new(api, per_minute, metrics.clone()),
+        allowed,
+    };
+    routes(metrics, Some(Arc::new(judge)))
 }
 
-fn routes(metrics: WebhookMetrics, dry_run: Option<Arc<dyn TemplateDryRun>>) -> Router {
+fn routes(metrics: WebhookMetrics, judge: Option<Arc<Judge>>) -> Router {
     let state = AppState {
         metrics: metrics.clone(),
-        dry_run,
+        judge,
         budget: BodyBudget::default(),
         log: Arc::new(Throttle::default()),
     };
@@ -179,7 +191,10 @@ async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body:
             drop(bytes);
             let answer = match decided {
                 Err(bad) => reject(state, &Refused::Malformed(bad)),
-                Ok(answer) => respond(judge_template(state, answer).await),
+                Ok(answer) => {
+                    let until = tokio::time::Instant::from_std(start) + CHECKS_DEADLINE;
+                    respond(judge_template(state, answer, until).await)
+                }
             };
             drop(reservation);
             answer
@@ -191,17 +206,17 @@ async fn handle(endpoint: Endpoint, state: &AppState, headers: &HeaderMap, body:
     response
 }
 
-/// The API server's verdict on the template of an allowed CronJob, when there is one to ask
-/// for (the dry run counts itself, see [`Budgeted`]); logged when there is none.
-async fn judge_template(state: &AppState, answer: Answer) -> Answer {
-    let Some(dry_run) = state.dry_run.as_ref() else {
+/// The API server's judgement of the template of an allowed CronJob, when there is one to ask
+/// for (its requests count themselves, see [`Budgeted`]); a dry run without verdict is logged.
+async fn judge_template(state: &AppState, answer: Answer, until: tokio::time::Instant) -> Answer {
+    let Some(judge) = state.judge.as_ref() else {
         return answer;
     };
-    let (answer, verdict) = check_template(answer, dry_run.as_ref()).await;
+    let (answer, verdict) = judge.judge(answer, until).await;
     if let Some(Verdict::Unknown(why)) = &verdict
         && let Some(skipped) = state.log.allow("dry_run")
     {
-        tracing::warn!(reason = ?why, skipped, "could not dry-run the Job template; allowing the CronJob");
+        tracing::warn!(reason = ?why, skipped, "could not dry-run the template; allowing the CronJob");
     }
     answer
 }

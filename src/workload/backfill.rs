@@ -84,7 +84,10 @@ pub fn missed_of(metadata: &ObjectMeta, status: Option<&CronJobStatus>) -> Vec<G
         // A slot at the creation second never runs either (the schedule starts after it).
         Some(created) if !migrated => vec![Gap {
             after: None,
-            before: created.0 + SignedDuration::from_secs(1),
+            before: created
+                .0
+                .checked_add(SignedDuration::from_secs(1))
+                .unwrap_or(Timestamp::MAX),
         }],
         _ => Vec::new(),
     }
@@ -162,7 +165,10 @@ pub fn slots_between(
     limit: usize,
 ) -> Result<Vec<Timestamp>, usize> {
     let mut out = Vec::new();
-    let mut at = from - SignedDuration::from_nanos(1);
+    // Just before `from`; the first instant of all has nothing before it, and is no slot.
+    let mut at = from
+        .checked_sub(SignedDuration::from_nanos(1))
+        .unwrap_or(from);
     while let Some(next) = schedule.next_after(at, tz) {
         if next > to {
             break;

@@ -213,6 +213,26 @@ fn object(
     }
 }
 
+/// The object a server-side dry run of `template` creates (the webhook's check of a CronJob's
+/// workload, as a batch/v1 CronJob carries a Job template): named by the API server from
+/// [`PROBE_NAME_PREFIX`](super::dry_run::PROBE_NAME_PREFIX), the template's labels and
+/// annotations plus [`LABEL_CRONJOB`] (`cronjob`, when given), and the template's spec as
+/// written (no owner, no run annotation, no default TTL: nothing the template does not say).
+pub fn probe_object(template: &WorkloadTemplate, cronjob: &str) -> DynamicObject {
+    let meta = template.metadata.clone().unwrap_or_default();
+    let mut labels = meta.labels.unwrap_or_default();
+    if !cronjob.is_empty() {
+        labels.insert(LABEL_CRONJOB.to_string(), cronjob.to_string());
+    }
+    let metadata = ObjectMeta {
+        generate_name: Some(super::dry_run::PROBE_NAME_PREFIX.to_string()),
+        labels: (!labels.is_empty()).then_some(labels),
+        annotations: meta.annotations,
+        ..Default::default()
+    };
+    object(template, metadata, None)
+}
+
 /// Set `value` at `path` under `node` (objects made on the way), unless a value is there.
 fn set_if_absent(node: &mut Value, path: &[&str], value: Value) {
     let Some((last, parents)) = path.split_last() else {
@@ -517,6 +537,59 @@ mod tests {
                 .insert(ANNOTATION_TTL.into(), "7".into());
         }
         assert_eq!(ttl_of(&own).1, Some("7".to_string()), "the template's wins");
+    }
+
+    #[test]
+    fn a_probe_is_the_template_as_written_with_kronjobs_label_and_a_generated_name() {
+        let cj = runs(
+            "ray.io/v1",
+            "RayJob",
+            serde_json::json!({"entrypoint": "x"}),
+        );
+        let template = cj
+            .spec
+            .workload_template
+            .as_ref()
+            .expect("a workload template");
+        let probe = probe_object(template, CJ);
+        assert_eq!(
+            probe.types,
+            Some(TypeMeta {
+                api_version: "ray.io/v1".into(),
+                kind: "RayJob".into()
+            })
+        );
+        let meta = &probe.metadata;
+        assert_eq!(meta.name, None);
+        assert_eq!(
+            meta.generate_name.as_deref(),
+            Some(super::super::dry_run::PROBE_NAME_PREFIX)
+        );
+        assert_eq!(meta.namespace, None, "the dry run's path says where");
+        assert_eq!(meta.owner_references, None);
+        assert_eq!(
+            meta.labels,
+            Some(BTreeMap::from([
+                ("team".to_string(), "a".to_string()),
+                (LABEL_CRONJOB.to_string(), CJ.to_string()),
+            ]))
+        );
+        assert_eq!(
+            meta.annotations,
+            Some(BTreeMap::from([("x".to_string(), "y".to_string())]))
+        );
+        assert_eq!(probe.data, serde_json::json!({"spec": {"entrypoint": "x"}}));
+        // Without metadata, spec or a name: nothing added but the generated name.
+        let bare = WorkloadTemplate {
+            api_version: "example.com/v1".into(),
+            kind: "Thing".into(),
+            metadata: None,
+            spec: None,
+        };
+        let probe = probe_object(&bare, "");
+        assert_eq!(probe.metadata.labels, None);
+        assert_eq!(probe.metadata.annotations, None);
+        assert_eq!(probe.data, serde_json::json!({"spec": {}}));
     }
 
     #[test]

@@ -7,7 +7,12 @@
 //! refused as a CronJob's.) Used by the admission webhook (before a CronJob is stored) and by
 //! the reconciler (once per generation, when the webhook is off).
 //!
-//! Only an answer of 422 (Invalid) naming fields of `spec.jobTemplate` says the template is
+//! A workload template (`spec.workloadTemplate`) is judged the same way by its own kind: a dry
+//! run of the object it makes ([`crate::workload::build::probe_object`]), whose refusal names
+//! the workload's fields (`spec.x`), read as the CronJob's (`spec.workloadTemplate.spec.x`,
+//! [`workload_field`]). Used by the admission webhook.
+//!
+//! Only an answer of 422 (Invalid) naming fields of the template says the template is
 //! invalid. A dry run goes through the API server's admission (quotas, other webhooks and
 //! policies on batch/v1 CronJobs): any other failure, a refusal of something else, or no answer
 //! within [`DRY_RUN_TIMEOUT`], says nothing about the template.
@@ -19,7 +24,7 @@ use k8s_openapi::api::batch::v1::{
     CronJob as BatchCronJob, CronJobSpec as BatchCronJobSpec, JobTemplateSpec,
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::PostParams;
+use kube::api::{ApiResource, DynamicObject, PostParams};
 use kube::core::Status;
 use kube::{Api, Client};
 
@@ -35,6 +40,24 @@ pub const PROBE_SCHEDULE: &str = "0 0 1 1 *";
 
 /// Where the template lies in a CronJob, and where the errors worth a verdict are.
 pub const TEMPLATE_FIELD: &str = "spec.jobTemplate";
+
+/// Where a workload template lies in a CronJob.
+pub const WORKLOAD_FIELD: &str = "spec.workloadTemplate";
+
+/// The CronJob's field for `field` of a workload its template makes: the spec and the labels
+/// and annotations come from the template (`spec.x` is `spec.workloadTemplate.spec.x`); the
+/// rest (the name, kind, status) is not the template's: `None`.
+pub fn workload_field(field: &str) -> Option<String> {
+    let under = |prefix: &str| {
+        field
+            .strip_prefix(prefix)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    };
+    ["spec", "metadata.labels", "metadata.annotations"]
+        .into_iter()
+        .any(under)
+        .then(|| format!("{WORKLOAD_FIELD}.{field}"))
+}
 
 /// What a dry run said about the template.
 #[derive(Debug, Clone, PartialEq)]
@@ -75,6 +98,20 @@ impl Verdict {
         }
     }
 
+    /// The verdict of a dry-run create of a workload (of any kind but Job): a 422 naming fields
+    /// of the template is invalid, with those causes on the CronJob's fields
+    /// ([`workload_field`]); success valid; the rest unknown.
+    pub fn of_workload<T>(result: Result<T, kube::Error>) -> Self {
+        let e = match result {
+            Ok(_) => return Verdict::Valid,
+            Err(e) => e,
+        };
+        match invalid(&e).and_then(workload_causes) {
+            Some(status) => Verdict::Invalid(Box::new(status)),
+            None => Verdict::Unknown(Unknown::Failed(crate::telemetry::error_chain(&e))),
+        }
+    }
+
     /// The metric label: `valid`, `invalid`, `timeout` or `error`.
     pub fn label(&self) -> &'static str {
         match self {
@@ -94,6 +131,22 @@ fn template_causes(status: &Status) -> Option<Status> {
     details
         .causes
         .retain(|c| c.field == TEMPLATE_FIELD || c.field.starts_with("spec.jobTemplate."));
+    (!details.causes.is_empty()).then_some(status)
+}
+
+/// `status` with only its causes on fields of the workload's template, each renamed to the
+/// CronJob's field ([`workload_field`]); `None` when it names none.
+pub fn workload_causes(status: &Status) -> Option<Status> {
+    let mut status = status.clone();
+    let details = status.details.as_mut()?;
+    let causes = std::mem::take(&mut details.causes);
+    details.causes = causes
+        .into_iter()
+        .filter_map(|mut cause| {
+            cause.field = workload_field(&cause.field)?;
+            Some(cause)
+        })
+        .collect();
     (!details.causes.is_empty()).then_some(status)
 }
 
@@ -172,6 +225,26 @@ pub async fn dry_run(
     };
     match tokio::time::timeout(timeout, api.create(&params, &probe(template))).await {
         Ok(result) => Verdict::of(result),
+        Err(_) => Verdict::Unknown(Unknown::Timeout),
+    }
+}
+
+/// `POST` of `object` to `resource` in `namespace` with `dryRun=All`, within `timeout`: the
+/// kind's own judgement of a workload template ([`Verdict::of_workload`]).
+pub async fn dry_run_object(
+    client: &Client,
+    namespace: &str,
+    resource: &ApiResource,
+    object: &DynamicObject,
+    timeout: Duration,
+) -> Verdict {
+    let api: Api<DynamicObject> = Api::namespaced_with(client.clone(), namespace, resource);
+    let params = PostParams {
+        dry_run: true,
+        ..PostParams::default()
+    };
+    match tokio::time::timeout(timeout, api.create(&params, object)).await {
+        Ok(result) => Verdict::of_workload(result),
         Err(_) => Verdict::Unknown(Unknown::Timeout),
     }
 }
@@ -261,6 +334,116 @@ mod tests {
         assert_eq!(client.dry_run("ns", &template).await, Verdict::Valid);
         for _ in 0..4 {
             let verdict = client.dry_run("ns", &template).await;
+            assert_eq!(verdict.label(), "error", "{verdict:?}");
+        }
+        server.await.expect("requests as scripted");
+    }
+
+    #[test]
+    fn a_workloads_fields_are_read_as_the_cronjobs() {
+        let cases = [
+            ("spec", Some("spec.workloadTemplate.spec")),
+            ("spec.replicas", Some("spec.workloadTemplate.spec.replicas")),
+            (
+                "spec.replicatedJobs[0].name",
+                Some("spec.workloadTemplate.spec.replicatedJobs[0].name"),
+            ),
+            (
+                "metadata.labels",
+                Some("spec.workloadTemplate.metadata.labels"),
+            ),
+            (
+                "metadata.labels[team]",
+                Some("spec.workloadTemplate.metadata.labels[team]"),
+            ),
+            (
+                "metadata.annotations",
+                Some("spec.workloadTemplate.metadata.annotations"),
+            ),
+            // Not the template's: the probe's name, its kind, its status, nothing at all.
+            ("metadata.name", None),
+            ("metadata.generateName", None),
+            ("metadata", None),
+            ("kind", None),
+            ("status.phase", None),
+            ("specification", None),
+            ("metadata.labelsx", None),
+            ("", None),
+            ("<nil>", None),
+        ];
+        for (field, want) in cases {
+            assert_eq!(workload_field(field).as_deref(), want, "{field:?}");
+        }
+    }
+
+    fn workload_refusal(fields: &[&str]) -> Value {
+        let causes: Vec<Value> = fields
+            .iter()
+            .map(|f| json!({"reason": "FieldValueTypeInvalid", "message": format!("Invalid value: \"two\": {f} in body must be of type integer: \"string\""), "field": f}))
+            .collect();
+        json!({
+            "kind": "Status", "apiVersion": "v1", "status": "Failure", "code": 422,
+            "reason": "Invalid",
+            "message": "RayJob.ray.io \"kronjob-template-check-x7k2p\" is invalid: spec.replicas: Invalid value",
+            "details": {"name": "kronjob-template-check-x7k2p", "group": "ray.io", "kind": "RayJob", "causes": causes}
+        })
+    }
+
+    #[tokio::test]
+    async fn a_workload_is_dry_run_as_its_kind_and_refused_on_the_cronjobs_fields() {
+        let (client, script) = mock_client();
+        let path = "/apis/ray.io/v1/namespaces/ns/rayjobs";
+        let dry = |e: Expect| e.query("&dryRun=All");
+        let server = script.run(vec![
+            dry(Expect::post(path)).reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                workload_refusal(&["spec.replicas", "metadata.name", "metadata.labels"]),
+            ),
+            dry(Expect::post(path)),
+            // A refusal of nothing the template says (a policy on the name): no verdict.
+            dry(Expect::post(path)).reply(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                workload_refusal(&["metadata.name"]),
+            ),
+            dry(Expect::post(path)).fails(StatusCode::FORBIDDEN, "Forbidden"),
+            dry(Expect::post(path)).fails(StatusCode::NOT_FOUND, "NotFound"),
+        ]);
+        let resource = ApiResource {
+            group: "ray.io".into(),
+            version: "v1".into(),
+            api_version: "ray.io/v1".into(),
+            kind: "RayJob".into(),
+            plural: "rayjobs".into(),
+        };
+        let object: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": "ray.io/v1", "kind": "RayJob",
+            "metadata": {"generateName": PROBE_NAME_PREFIX},
+            "spec": {"replicas": "two"}
+        }))
+        .expect("object");
+        let run = || dry_run_object(&client, "ns", &resource, &object, DRY_RUN_TIMEOUT);
+        match run().await {
+            Verdict::Invalid(status) => {
+                let causes = &status.details.as_ref().expect("details").causes;
+                let fields: Vec<&str> = causes.iter().map(|c| c.field.as_str()).collect();
+                assert_eq!(
+                    fields,
+                    [
+                        "spec.workloadTemplate.spec.replicas",
+                        "spec.workloadTemplate.metadata.labels"
+                    ]
+                );
+                assert_eq!(
+                    causes[0].message,
+                    "Invalid value: \"two\": spec.replicas in body must be of type integer: \"string\"",
+                    "the API server's words"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(run().await, Verdict::Valid);
+        for _ in 0..3 {
+            let verdict = run().await;
             assert_eq!(verdict.label(), "error", "{verdict:?}");
         }
         server.await.expect("requests as scripted");

@@ -11,9 +11,13 @@
 //! - [`read`]: which CronJob controls a workload and what it ran for (its metadata), how a Job
 //!   finished (pure);
 //! - [`dry_run`]: the template checked as the API server checks a batch/v1 CronJob's (a
-//!   `dryRun=All` create of one carrying it);
-//! - [`delete`]: delete by name only while the UID is the one decided on.
+//!   `dryRun=All` create of one carrying it), a workload template by a `dryRun=All` create of
+//!   its kind;
+//! - [`delete`]: delete by name only while the UID is the one decided on;
+//! - [`allowed`]: the kinds the manager may create (`--workload-kinds`, pure);
+//! - [`served`]: how the API server serves a kind, if at all (discovery).
 
+pub mod allowed;
 pub mod backfill;
 pub mod build;
 pub mod cel;
@@ -23,6 +27,7 @@ pub mod kinds;
 pub mod name;
 pub mod read;
 pub mod rule;
+pub mod served;
 
 use std::sync::{Arc, LazyLock};
 

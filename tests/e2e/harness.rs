@@ -479,6 +479,11 @@ impl Manager {
         self.proc.pid()
     }
 
+    /// Its exit status, if it has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.proc.exited()
+    }
+
     /// Its log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.proc.log()).unwrap_or_default()

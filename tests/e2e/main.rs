@@ -17,6 +17,7 @@ mod calendar;
 mod cronjob;
 mod enqueue;
 mod failure_policy;
+mod faults;
 mod harness;
 mod hostile;
 mod image;
@@ -87,6 +88,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         cronjob::cases(),
         enqueue::cases(),
         failure_policy::cases(),
+        faults::cases(),
         hostile::cases(),
         image::cases(),
         install::cases(),

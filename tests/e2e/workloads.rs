@@ -22,6 +22,7 @@ crate::cases!(
     policies_history_failures_and_ttls_hold_for_any_kind,
     a_kind_installed_late_starts_by_itself_and_one_removed_or_not_allowed_is_reported,
     a_restart_backfill_and_manual_runs_make_one_object_per_run,
+    the_webhook_judges_a_workload_by_its_authors_access_and_its_kinds_schema,
 );
 
 /// A kind the tests serve with a CRD of their own: (group, version, kind, plural).
@@ -157,31 +158,35 @@ pub fn crd(kind: &Kind) -> Value {
 
 /// Install the CRD of each of `kinds` (again is fine) and wait until each is Established.
 pub async fn install(client: &Client, kinds: &[Kind]) {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
     for kind in kinds {
-        let body = crd(kind);
-        let name = body["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_string();
-        let object: CustomResourceDefinition = serde_json::from_value(body).expect("a CRD");
-        crds.patch(
-            &name,
-            &PatchParams::apply("e2e").force(),
-            &Patch::Apply(&object),
-        )
-        .await
-        .unwrap_or_else(|e| panic!("install the CRD {name}: {e}"));
-        let established = await_condition(crds.clone(), &name, is_crd_established());
-        tokio::time::timeout(Duration::from_secs(60), established)
-            .await
-            .unwrap_or_else(|_| panic!("{name} Established within 60 s"))
-            .expect("the CRD's watch");
+        install_crd(client, crd(kind)).await;
     }
 }
 
+/// Install the CRD `body` (again is fine) and wait until it is Established.
+pub async fn install_crd(client: &Client, body: Value) {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let name = body["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let object: CustomResourceDefinition = serde_json::from_value(body).expect("a CRD");
+    crds.patch(
+        &name,
+        &PatchParams::apply("e2e").force(),
+        &Patch::Apply(&object),
+    )
+    .await
+    .unwrap_or_else(|e| panic!("install the CRD {name}: {e}"));
+    let established = await_condition(crds.clone(), &name, is_crd_established());
+    tokio::time::timeout(Duration::from_secs(60), established)
+        .await
+        .unwrap_or_else(|_| panic!("{name} Established within 60 s"))
+        .expect("the CRD's watch");
+}
+
 /// A CronJob on `* * * * *` running `kind` with `spec`, keeping one finished run of each
-/// outcome; with `completion` for a kind without a rule.
+/// outcome; with `completion` for a kind without a rule (the Widget's `status.result`).
 pub fn cronjob(name: &str, kind: &Kind, spec: Value) -> Value {
     let mut cj = json!({
         "apiVersion": "batch.kronjob.dev/v1",
@@ -199,7 +204,7 @@ pub fn cronjob(name: &str, kind: &Kind, spec: Value) -> Value {
             },
         },
     });
-    if kind.kind == WIDGET.kind {
+    if kronjob::workload::kinds::known(kind.group, kind.kind).is_none() {
         cj["spec"]["completion"] = json!({
             "succeeded": "self.status.result == 'ok'",
             "failed": "self.status.result == 'broken'",
@@ -607,6 +612,22 @@ pub async fn policies_history_failures_and_ttls_hold_for_any_kind(ctx: Ctx) {
     env.cleanup().await;
 }
 
+/// A kind whose CRD has a schema for its spec: `teeth`, a required integer of at least 1.
+pub const SPROCKET: Kind = Kind {
+    group: "e2e.kronjob.dev",
+    version: "v1",
+    kind: "Sprocket",
+    plural: "sprockets",
+};
+
+/// A kind no CRD serves (the tests never install it).
+pub const NOT_INSTALLED: Kind = Kind {
+    group: "absent.e2e.kronjob.dev",
+    version: "v1",
+    kind: "Gadget",
+    plural: "gadgets",
+};
+
 /// The `Ready` condition's (status, reason) of the CronJob `name`, once it has one.
 async fn ready_of(env: &Env, name: &str) -> Option<(String, String, String)> {
     let status = env.api::<CronJob>().get_status(name).await.ok()?.status?;
@@ -820,6 +841,129 @@ pub async fn a_restart_backfill_and_manual_runs_make_one_object_per_run(ctx: Ctx
         "{history}"
     );
     drop(manager);
+    let _ = cronjobs
+        .delete_collection(&DeleteParams::default(), &ListParams::default())
+        .await;
+    env.cleanup().await;
+}
+
+/// (e) The admission webhook, as the API server calls it, on CronJobs of workload kinds: a user
+/// who may create kronjob CronJobs but not RayJobs is refused naming the kind and the verb, one
+/// who may create both is not; a Sprocket its CRD's schema refuses is refused on
+/// `spec.workloadTemplate.spec.teeth`; a Gadget, whose CRD is not installed, is accepted with a
+/// warning (kubectl prints it).
+pub async fn the_webhook_judges_a_workload_by_its_authors_access_and_its_kinds_schema(ctx: Ctx) {
+    use k8s_openapi::api::rbac::v1::{Role, RoleBinding};
+    use kube::api::PostParams;
+
+    let env = Env::new(&ctx).await;
+    install(&env.client, &[RAYJOB]).await;
+    let mut strict = crd(&SPROCKET);
+    strict["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"] = json!({
+        "type": "object", "required": ["teeth"],
+        "properties": {"teeth": {"type": "integer", "minimum": 1}},
+    });
+    install_crd(&env.client, strict).await;
+    let webhook = crate::webhook::Webhook::start(
+        &ctx,
+        &env,
+        &[&kinds_flag(&[RAYJOB, SPROCKET, NOT_INSTALLED])],
+    )
+    .await;
+    // alice and bob may create kronjob CronJobs; bob RayJobs too.
+    let pp = PostParams::default();
+    let role = |name: &str, group: &str, resource: &str| -> Role {
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "rules": [{"apiGroups": [group], "resources": [resource], "verbs": ["create"]}],
+        }))
+        .expect("a Role")
+    };
+    let binding = |name: &str, role: &str, users: &[&str]| -> RoleBinding {
+        let subjects: Vec<Value> = users
+            .iter()
+            .map(|u| json!({"kind": "User", "apiGroup": "rbac.authorization.k8s.io", "name": u}))
+            .collect();
+        serde_json::from_value(json!({
+            "metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": role},
+            "subjects": subjects,
+        }))
+        .expect("a RoleBinding")
+    };
+    let roles: Api<Role> = env.api();
+    let bindings: Api<RoleBinding> = env.api();
+    for (name, group, resource, users) in [
+        (
+            "cronjob-authors",
+            "batch.kronjob.dev",
+            "cronjobs",
+            &["alice", "bob"][..],
+        ),
+        ("rayjob-authors", "ray.io", "rayjobs", &["bob"][..]),
+    ] {
+        roles
+            .create(&pp, &role(name, group, resource))
+            .await
+            .expect("Role");
+        bindings
+            .create(&pp, &binding(name, name, users))
+            .await
+            .expect("RoleBinding");
+    }
+    // kubectl create, as `as` (the admin when empty): its exit status and output.
+    let create = |name: &str, kind: &Kind, spec: Value, as_user: &str| {
+        let object = cronjob(name, kind, spec);
+        let file = ctx.logs.join(format!("{name}.json"));
+        std::fs::write(&file, object.to_string()).expect("write the CronJob");
+        let file = file.to_str().expect("utf-8 path").to_string();
+        let mut args = vec!["create", "-n", &env.namespace, "-f", &file];
+        let who = format!("--as={as_user}");
+        if !as_user.is_empty() {
+            args.push(&who);
+        }
+        let out = env.kubectl(&args);
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        (out.status.success(), text)
+    };
+    // (a) Only an author who may create RayJobs themselves gets a CronJob that creates them.
+    let (created, said) = create("by-alice", &RAYJOB, json!({"entrypoint": "x"}), "alice");
+    assert!(!created, "{said}");
+    assert!(
+        said.contains("spec.workloadTemplate: Forbidden: User \"alice\" may not create rayjobs.ray.io in namespace"),
+        "{said}"
+    );
+    let (created, said) = create("by-bob", &RAYJOB, json!({"entrypoint": "x"}), "bob");
+    assert!(created, "{said}");
+    // (b) The kind's own schema, through a dry run of the object the template makes.
+    let (created, said) = create("bad-sprocket", &SPROCKET, json!({"teeth": "many"}), "");
+    assert!(!created, "{said}");
+    assert!(said.contains("spec.workloadTemplate.spec.teeth"), "{said}");
+    let (created, said) = create("sprocket", &SPROCKET, json!({"teeth": 12}), "");
+    assert!(created, "{said}");
+    // (c) A kind not installed: accepted, with a warning.
+    let (created, said) = create("gadget", &NOT_INSTALLED, json!({"size": 1}), "");
+    assert!(created, "{said}");
+    assert!(
+        said.contains("Warning: spec.workloadTemplate: the API server serves no kind Gadget in absent.e2e.kronjob.dev/v1"),
+        "{said}"
+    );
+    let cronjobs = env.api::<CronJob>();
+    let names: Vec<String> = cronjobs
+        .list(&ListParams::default())
+        .await
+        .expect("CronJobs")
+        .items
+        .iter()
+        .map(|c| c.name_any())
+        .collect();
+    assert_eq!(names, ["by-bob", "gadget", "sprocket"]);
+    webhook.uninstall().await;
+    drop(webhook);
     let _ = cronjobs
         .delete_collection(&DeleteParams::default(), &ListParams::default())
         .await;

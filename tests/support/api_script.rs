@@ -73,6 +73,8 @@ pub struct Expect {
     query: String,
     check: Option<Check>,
     answer: Answer,
+    /// How long the answer takes.
+    delay: Duration,
 }
 
 impl std::fmt::Debug for Expect {
@@ -90,6 +92,7 @@ impl Expect {
             query: String::new(),
             check: None,
             answer: Box::new(|_| (StatusCode::OK, json!({}))),
+            delay: Duration::ZERO,
         }
     }
 
@@ -184,6 +187,13 @@ impl Expect {
         self
     }
 
+    /// Answer only after `delay` (an API server that holds the request, e.g. while etcd is
+    /// away).
+    pub fn after(mut self, delay: Duration) -> Self {
+        self.delay = delay;
+        self
+    }
+
     /// Answer with a `Status` failure, as the API server does.
     pub fn fails(self, status: StatusCode, reason: &str) -> Self {
         self.reply(status, status_body(status, reason))
@@ -246,6 +256,7 @@ async fn serve(mut handle: Handle, expected: Vec<Expect>, record: bool) {
             check(&body);
         }
         let (status, reply) = (expect.answer)(&body);
+        tokio::time::sleep(expect.delay).await;
         send.send_response(
             Response::builder()
                 .status(status)

@@ -5,6 +5,7 @@
 // Every crate that includes this module uses a different part of it.
 #![allow(dead_code)]
 
+pub mod access;
 pub mod admission;
 pub mod api_script;
 pub mod fixtures;

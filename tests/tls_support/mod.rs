@@ -191,6 +191,19 @@ pub async fn serve_dir(
     tokio_util::sync::CancellationToken,
     tokio::task::JoinHandle<Result<(), kronjob::webhook::WebhookError>>,
 ) {
+    serve_dir_with(dir, reload, kronjob::webhook::Env::local()).await
+}
+
+/// [`serve_dir`] with `env` (an API server to ask, the kinds allowed).
+pub async fn serve_dir_with(
+    dir: &Path,
+    reload: std::time::Duration,
+    env: kronjob::webhook::Env,
+) -> (
+    SocketAddr,
+    tokio_util::sync::CancellationToken,
+    tokio::task::JoinHandle<Result<(), kronjob::webhook::WebhookError>>,
+) {
     let args = kronjob::webhook::WebhookArgs {
         webhook_addr: "127.0.0.1:0".parse().expect("addr"),
         webhook_cert_dir: dir.to_path_buf(),
@@ -209,7 +222,7 @@ pub async fn serve_dir(
     let (tx, rx) = tokio::sync::oneshot::channel();
     let server = tokio::spawn(kronjob::webhook::serve(
         args,
-        kronjob::webhook::Env::local(),
+        env,
         metrics,
         move |addr| {
             let _ = tx.send(addr);

@@ -156,6 +156,7 @@ pub struct ControlPlane {
     dir: PathBuf,
     api_port: u16,
     etcd_url: String,
+    etcd_peer_port: u16,
     token: String,
     kubeconfig: PathBuf,
     // Stopped in reverse order of start: controllers, API server, etcd.
@@ -186,12 +187,13 @@ impl ControlPlane {
             dir,
             api_port,
             etcd_url,
+            etcd_peer_port: peer_port,
             token,
             controllers: None,
             apiserver: None,
             etcd: None,
         };
-        plane.start_etcd(peer_port).await?;
+        plane.start_etcd().await?;
         plane.start_apiserver().await?;
         if !plane.options.controllers.is_empty() {
             plane.start_controllers()?;
@@ -199,8 +201,10 @@ impl ControlPlane {
         Ok(plane)
     }
 
-    async fn start_etcd(&mut self, peer_port: u16) -> Result<(), Error> {
-        let peer = format!("http://127.0.0.1:{peer_port}");
+    /// Start etcd (again, after [`ControlPlane::kill_etcd`]) on the same ports with the same data,
+    /// and wait until it accepts connections.
+    pub async fn start_etcd(&mut self) -> Result<(), Error> {
+        let peer = format!("http://127.0.0.1:{}", self.etcd_peer_port);
         let args = vec![
             format!("--data-dir={}", self.dir.join("etcd").display()),
             format!("--listen-client-urls={}", self.etcd_url),
@@ -334,6 +338,34 @@ impl ControlPlane {
     /// Kill the API server (SIGKILL, as a crash); etcd and the controller manager keep running.
     pub fn kill_apiserver(&mut self) {
         if let Some(mut p) = self.apiserver.take() {
+            p.kill();
+        }
+    }
+
+    /// Stop the API server as a rollout does: SIGTERM, then wait up to `limit` for it to exit
+    /// (it is killed after that). Started with `--shutdown-delay-duration` it first keeps
+    /// serving while `/readyz` fails, and with `--shutdown-send-retry-after=true` it then
+    /// answers new requests 429 with `Retry-After: 5` until its in-flight requests are done.
+    /// The exit status, `None` if it had to be killed.
+    pub async fn stop_apiserver(&mut self, limit: Duration) -> Option<std::process::ExitStatus> {
+        let mut proc = self.apiserver.take()?;
+        process::signal(proc.pid(), libc::SIGTERM);
+        let deadline = Instant::now() + limit;
+        while Instant::now() < deadline {
+            if let Some(status) = proc.exited() {
+                return Some(status);
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        proc.kill();
+        None
+    }
+
+    /// Kill etcd (SIGKILL, as a crash); its data stays for [`ControlPlane::start_etcd`]. The API
+    /// server keeps running: its requests fail, its watch caches go stale, and once etcd is
+    /// back it relists them.
+    pub fn kill_etcd(&mut self) {
+        if let Some(mut p) = self.etcd.take() {
             p.kill();
         }
     }

@@ -838,7 +838,8 @@ fn pending_runs(migrated: &CronJob) -> Option<String> {
 }
 
 /// The batch/v1 CronJob recreated from a kronjob CronJob, suspended; refused when its schedule
-/// uses `H`, it has several schedules or `concurrencyPolicy: Enqueue`, which batch/v1 does not
+/// uses `H`, it has several schedules, runs another kind than Job, or has `concurrencyPolicy:
+/// Enqueue`, which batch/v1 does not
 /// know (its queued slots would be lost, and Forbid or Allow would run them otherwise). A single entry of
 /// `schedules` becomes `schedule`; the failure policy is not carried (batch/v1 has none).
 fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
@@ -853,6 +854,12 @@ fn recreated(plan: &Plan, migrated: &CronJob) -> Result<Value, String> {
         return Err(format!(
             "{gone} has {} schedules; a batch/v1 CronJob has one",
             exprs.len()
+        ));
+    }
+    if let Some(template) = &migrated.spec.workload_template {
+        return Err(format!(
+            "{gone} runs {} {}, which a batch/v1 CronJob cannot run: it runs Jobs only",
+            template.api_version, template.kind
         ));
     }
     if migrated.spec.concurrency_policy == crate::api::ConcurrencyPolicy::Enqueue {

@@ -689,6 +689,13 @@ fn revert_refusals() {
     several.spec.schedules = Some(vec!["0 9 * * *".into(), "0 17 * * *".into()]);
     let mut queued = migrated(State::Complete, false);
     queued.spec.concurrency_policy = crate::api::ConcurrencyPolicy::Enqueue;
+    let mut jobsets = migrated(State::Complete, false);
+    jobsets.spec.job_template = None;
+    jobsets.spec.workload_template = Some(crate::api::WorkloadTemplate {
+        api_version: "jobset.x-k8s.io/v1alpha2".into(),
+        kind: "JobSet".into(),
+        ..Default::default()
+    });
     let mut calendared = migrated(State::Complete, false);
     calendared.spec.calendars = Some(vec!["holidays".into()]);
     calendared.spec.not_after = Some(crate::testing::fixtures::time("2030-01-01T00:00:00Z"));
@@ -741,6 +748,11 @@ fn revert_refusals() {
             Some(&suspended_original),
             Some(&triggered),
             "cronjob.batch.kronjob.dev/cj has manual runs pending (2016-05-19T12:00:00Z, 2016-05-20T08:00:00Z), which batch/v1 cannot hold: let them run, or cancel them first (kubectl kronjob trigger cj --cancel)",
+        ),
+        (
+            None,
+            Some(&jobsets),
+            "cronjob.batch/cj no longer exists and cronjob.batch.kronjob.dev/cj runs jobset.x-k8s.io/v1alpha2 JobSet, which a batch/v1 CronJob cannot run: it runs Jobs only",
         ),
         (
             None,

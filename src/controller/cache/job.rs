@@ -51,11 +51,14 @@ struct WireStatus {
     conditions: Option<Vec<WireCondition>>,
 }
 
+/// A missing `type` or `status` reads as empty, as the typed API reads it: a Job the typed
+/// API decodes never fails the whole list or watch here.
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct WireCondition {
-    #[serde(rename = "type")]
+    #[serde(rename = "type", default)]
     type_: String,
+    #[serde(default)]
     status: String,
     #[serde(default)]
     last_transition_time: Option<Time>,
@@ -541,6 +544,21 @@ mod tests {
             ["MODIFIED", "DELETED", "BOOKMARK"]
         );
         assert!(kinds[1].1.deletion_timestamp.is_some());
+    }
+
+    #[test]
+    fn a_condition_without_type_or_status_decodes_as_the_typed_api_decodes_it() {
+        let text = json!({
+            "metadata": {"name": "j", "namespace": "ns"},
+            "status": {"conditions": [
+                {"type": "Failed", "lastTransitionTime": "2016-05-19T10:30:00Z"},
+                {"status": "True"}
+            ]}
+        })
+        .to_string();
+        let typed: Job = serde_json::from_str(&text).expect("the typed API decodes it");
+        let SlimJob(slim) = serde_json::from_str(&text).expect("the cache decodes it too");
+        assert_eq!(slim.status, typed.status);
     }
 
     #[test]

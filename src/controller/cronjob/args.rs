@@ -27,6 +27,6 @@ pub struct ReconcilerArgs {
     /// The workload kinds CronJobs may run, as `RESOURCE.GROUP`, comma
     /// separated (`jobs.batch,jobsets.jobset.x-k8s.io,rayjobs.ray.io`); the install must grant
     /// the manager create, get, list, watch and delete on each.
-    #[arg(long, default_value = crate::controller::workloads::kinds::DEFAULT)]
+    #[arg(long, default_value = crate::workload::allowed::DEFAULT)]
     pub workload_kinds: crate::controller::workloads::AllowedKinds,
 }

@@ -49,6 +49,10 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
     let view = ctx.status.view(cached);
     let cj = view.cronjob.to_cronjob().map_err(Error::Decode)?;
     let now = ctx.clock.now();
+    // The requeue counts from this reading of the clock (in whole seconds: a quick reconcile
+    // requeues as planned): a reconcile held up (a create the API server kept while etcd was
+    // away) must not push the next slot back by as long.
+    let read = tokio::time::Instant::now();
     if cj.spec.calendars.as_ref().is_some_and(|c| !c.is_empty()) && !ctx.calendars.is_ready() {
         // The Calendar cache has not listed yet: a Calendar it does not hold yet is not missing.
         return Ok(Action::requeue(Duration::from_secs(1)));
@@ -94,7 +98,10 @@ async fn reconcile_inner(cached: Arc<CachedCronJob>, ctx: &Context) -> Result<Ac
         return Err(e);
     }
     Ok(match requeue {
-        Some(d) => crate::controller::requeue(d),
+        Some(d) => {
+            let held = Duration::from_secs(read.elapsed().as_secs());
+            crate::controller::requeue(d.saturating_sub(held))
+        }
         None => Action::await_change(),
     })
 }

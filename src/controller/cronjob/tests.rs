@@ -515,6 +515,29 @@ async fn a_failed_create_records_no_slot_and_retries_no_later_than_the_next_slot
     h.verdict(server).await;
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_create_held_by_the_api_server_does_not_push_the_next_slot_back() {
+    let (h, script) = Harness::new(vec![]);
+    let server = script.run(vec![
+        dry_run(),
+        // etcd away: the API server answers the create 20 s later.
+        Expect::post(JOBS).after(Duration::from_secs(20)),
+        event("SuccessfulCreate", "Normal"),
+        status_patch(|s| assert_eq!(s["lastScheduleTime"], "2016-05-19T10:00:00Z")),
+    ]);
+    let action = reconcile(cached(&cronjob("0 * * * *")), h.ctx.clone())
+        .await
+        .expect("reconcile");
+    // Planned at 10:01:00 for 11:00:00; 20 s of it went by waiting.
+    assert_eq!(
+        action,
+        Action::requeue(
+            Duration::from_secs(59 * 60) + plan::NEXT_SCHEDULE_DELTA - Duration::from_secs(20)
+        )
+    );
+    h.verdict(server).await;
+}
+
 #[tokio::test]
 async fn a_recovered_watch_asks_for_every_failed_cronjob_at_once() {
     let (mut h, script) = Harness::new(vec![]);

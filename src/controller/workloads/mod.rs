@@ -12,10 +12,9 @@
 //! the verb). batch/v1 Jobs are always watched (the owner index's Job watch).
 //!
 //! - [`api`]: create, read and delete a workload of any kind;
-//! - [`kinds`]: the kinds `--workload-kinds` allows.
+//! - [`AllowedKinds`]: the kinds `--workload-kinds` allows ([`crate::workload::allowed`]).
 
 pub mod api;
-pub mod kinds;
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -32,8 +31,8 @@ use kube::runtime::watcher;
 use kube::{Api, Client};
 use tokio_util::sync::CancellationToken;
 
+pub use crate::workload::allowed::AllowedKinds;
 pub use api::{Resolved, WorkloadApi};
-pub use kinds::AllowedKinds;
 
 use super::Scope;
 use super::cache::CachedCronJob;
@@ -162,8 +161,10 @@ impl Workloads {
     /// Whether workloads of `type_` can be created and read now.
     pub fn availability(&self, type_: &WorkloadType) -> Availability {
         if type_.is_job() {
+            static JOB: std::sync::LazyLock<Arc<Resolved>> =
+                std::sync::LazyLock::new(|| Arc::new(Resolved::job()));
             return if self.shared.allowed.allows("jobs", "batch") {
-                Availability::Ready(Arc::new(Resolved::job()))
+                Availability::Ready(Arc::clone(&JOB))
             } else {
                 Availability::Unavailable(not_allowed("jobs.batch", &self.shared.allowed))
             };
@@ -186,6 +187,9 @@ impl Workloads {
     /// first CronJob and stopped after its last.
     pub fn observe(&self, event: &watcher::Event<CachedCronJob>) {
         match event {
+            // A CronJob of Jobs names no kind to watch (unless it used to).
+            watcher::Event::Apply(cj) | watcher::Event::InitApply(cj)
+                if cj.spec.job_template.is_some() && self.state().users.is_empty() => {}
             watcher::Event::Apply(cj) | watcher::Event::InitApply(cj) => {
                 self.ruled(ObjectRef::from_obj(cj), cj.spec.completion.as_deref());
                 self.named(ObjectRef::from_obj(cj), cj.workload_type());
@@ -529,9 +533,7 @@ impl Workloads {
 fn not_allowed(name: &str, allowed: &AllowedKinds) -> Problem {
     Problem {
         reason: reason::WORKLOAD_KIND_NOT_ALLOWED,
-        message: format!(
-            "this install of kronjob does not create {name} (--workload-kinds is {allowed})"
-        ),
+        message: allowed.refusal(name),
     }
 }
 
@@ -550,11 +552,7 @@ fn kind_not_found(type_: &WorkloadType) -> Problem {
 
 /// Whether a discovery error says the group, version or kind does not exist.
 fn not_found(error: &kube::Error) -> bool {
-    match error {
-        kube::Error::Api(s) => s.code == 404,
-        kube::Error::Discovery(_) => true,
-        _ => false,
-    }
+    crate::workload::served::not_served(error)
 }
 
 /// The HTTP status of a watch error, if it has one.

@@ -263,6 +263,37 @@ fn slots_of_a_range_oldest_first_bounded_and_once_on_a_dst_day() {
     assert!(schedule_of(&every).expect_err("@every").contains("@every"));
 }
 
+/// A backfill from the first instant there is (the webhook reads it as RFC 3339) panicked the
+/// controller, which stepped a nanosecond back from it.
+#[test]
+fn a_range_from_the_first_instant_walks_its_slots_without_overflow() {
+    let request =
+        Request::parse(r#"{"from":"-009999-01-02T01:59:59Z","to":"-009999-01-02T02:00:00Z"}"#)
+            .expect("the webhook admits it");
+    assert_eq!(request.from, Timestamp::MIN);
+    let (schedule, tz) = schedule_of(&cronjob("* * * * *")).expect("schedule");
+    assert_eq!(
+        slots_between(&schedule, &tz, request.from, request.to, 10),
+        Ok(vec![])
+    );
+}
+
+/// A CronJob created at the last instant there is panicked the controller, which stepped a
+/// second past it for the end of the slots that never ran.
+#[test]
+fn a_creation_at_the_last_instant_misses_every_slot_up_to_it() {
+    let mut cj = cronjob("* * * * *");
+    cj.metadata.creation_timestamp = Some(Time(Timestamp::MAX));
+    let gaps = missed(&cj);
+    assert_eq!(
+        gaps,
+        vec![Gap {
+            after: None,
+            before: Timestamp::MAX
+        }]
+    );
+}
+
 #[test]
 fn a_range_plan_runs_only_missed_slots_without_a_job() {
     let mut cj = cronjob("*/10 * * * *");

@@ -255,6 +255,17 @@ fn the_window_bounds_the_slots_and_finishes() {
     );
 }
 
+/// A window from the first instant there is (`notBefore`) panicked the plan, which stepped a
+/// nanosecond back from it: every slot is inside it.
+#[test]
+fn a_window_from_the_first_instant_holds_every_slot() {
+    let mut cj = hourly();
+    cj.spec.not_before = Some(Time(jiff::Timestamp::MIN));
+    let p = run(&cj, "2016-05-19T10:00:05Z");
+    assert_eq!(p.scheduled(), Some(t("2016-05-19T10:00:00Z")));
+    assert_eq!(ready(&p).1, "Scheduled");
+}
+
 /// Every slot left in the window is excluded: finished already, saying why.
 #[test]
 fn a_window_whose_remaining_days_are_excluded_is_finished_early() {

@@ -120,7 +120,10 @@ pub fn recorded_through(status: &CronJobStatus) -> Option<Timestamp> {
     let last = status.last_schedule_time.as_ref()?.0;
     let oldest = status.queued.iter().map(|t| t.0).min();
     Some(match oldest {
-        Some(q) if q <= last => last.min(q - jiff::SignedDuration::from_nanos(1)),
+        Some(q) if q <= last => last.min(
+            q.checked_sub(jiff::SignedDuration::from_nanos(1))
+                .unwrap_or(Timestamp::MIN),
+        ),
         _ => last,
     })
 }

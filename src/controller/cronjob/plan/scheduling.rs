@@ -376,7 +376,10 @@ fn search_anchor(
 ) -> Option<Timestamp> {
     let mut anchor = last_scheduled.max(last_skipped);
     if let (Some(b), None) = (window.not_before, sched.every_seconds()) {
-        let before = b - jiff::SignedDuration::from_nanos(1);
+        // Just before it (a slot at `notBefore` runs); the first instant has nothing before it.
+        let before = b
+            .checked_sub(jiff::SignedDuration::from_nanos(1))
+            .unwrap_or(b);
         anchor = Some(anchor.map_or(before, |a| a.max(before)));
     }
     anchor

@@ -1068,6 +1068,19 @@ mod enqueue {
         );
     }
 
+    /// A slot queued at the first instant there is panicked the plan, which stepped a
+    /// nanosecond back from it.
+    #[test]
+    fn a_slot_queued_at_the_first_instant_is_recorded_as_not_run() {
+        let mut cj = enqueue_cj("2016-05-19T10:02:00Z", &[], &[]);
+        if let Some(status) = cj.status.as_mut() {
+            status.queued = vec![Time(Timestamp::MIN)];
+        }
+        let status = cj.status.as_ref().expect("status");
+        assert_eq!(recorded_through(status), Some(Timestamp::MIN));
+        let _ = plan(&cj, &[], t("2016-05-19T10:02:30Z"), &PlanConfig::default());
+    }
+
     #[test]
     fn suspend_keeps_the_queue_and_resume_starts_it() {
         let cj = enqueue_cj("2016-05-19T10:02:00Z", &["2016-05-19T10:01:00Z"], &[]);

@@ -25,9 +25,18 @@
 //!    CronJob controller alone, tuned (50 workers, QPS and burst 1000), once kronjob's objects
 //!    are deleted.
 //!
+//! With `--fault`, each kronjob phase's second slot meets a fault of the control plane: etcd
+//! killed (SIGKILL) 5 s before it and back `--fault-away` (20 s) later, or the API server
+//! restarted gracefully or killed just before it; the report says when the API server wrote
+//! again, when the slot's runs arrived after that, and the memory before and after (run with
+//! `--slots 3` at least). `--manager-env` sets kronjob's environment, e.g. a clock 90 s ahead:
+//! `--manager-env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
+//! --manager-env FAKETIME=+90s`.
+//!
 //! It prints markdown tables, with the load average at the start and the end (on a shared
 //! machine, compare runs made under similar load), and writes them as JSON with `--json FILE`.
 
+mod fault;
 mod floor;
 mod objects;
 mod phase;
@@ -89,6 +98,15 @@ struct Args {
     /// Keep the control plane's folder (logs, etcd) after the run.
     #[arg(long)]
     keep: bool,
+    /// A fault of the control plane before kronjob's second slot.
+    #[arg(long, value_enum)]
+    fault: Option<fault::Fault>,
+    /// How long etcd stays away with `--fault etcd-kill`, seconds.
+    #[arg(long, default_value_t = 20)]
+    fault_away: u64,
+    /// Environment of every kronjob process, `KEY=VALUE` (repeatable).
+    #[arg(long = "manager-env")]
+    manager_env: Vec<String>,
 }
 
 /// The phases of a run, in order: kronjob on each `--workload-kind`, then upstream's controller
@@ -143,9 +161,19 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         )
         .into());
     }
+    if args.fault.is_some() && args.slots < 3 {
+        return Err("--fault needs --slots 3 at least (before, during and after the fault)".into());
+    }
+    if let Some(bad) = args.manager_env.iter().find(|e| !e.contains('=')) {
+        return Err(format!("--manager-env {bad}: not KEY=VALUE").into());
+    }
     let load_before = load();
     let options = Options {
         controllers: vec!["namespace-controller".into()],
+        apiserver_args: args
+            .fault
+            .map(fault::Fault::apiserver_args)
+            .unwrap_or_default(),
         ..Options::default()
     };
     let mut plane = ControlPlane::start(&assets, options).await?;
@@ -246,6 +274,20 @@ mod tests {
         assert_eq!(args.replicas, 3);
         assert_eq!(args.manager_args, ["--worker-threads=2"]);
         assert!(Args::try_parse_from(["scale", "--replicas", "0"]).is_err());
+        let args = Args::try_parse_from([
+            "scale",
+            "--fault",
+            "etcd-kill",
+            "--fault-away",
+            "30",
+            "--manager-env",
+            "FAKETIME=+90s",
+        ])
+        .expect("fault flags");
+        assert_eq!(args.fault, Some(fault::Fault::EtcdKill));
+        assert_eq!(args.fault_away, 30);
+        assert_eq!(args.manager_env, ["FAKETIME=+90s"]);
+        assert!(Args::try_parse_from(["scale", "--fault", "reboot"]).is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde::Serialize;
 use kronjob::api::CronJob;
 use kronjob::workload::kinds::Row;
 
+use crate::fault::{self, Fault, Recovery};
 use crate::process::{self, ProcSample, Sampler};
 use crate::report::Spread;
 use crate::watch::{
@@ -75,6 +76,8 @@ pub struct Phase {
     /// Each process of the phase.
     pub replicas: Vec<Replica>,
     pub runs_at_end: usize,
+    /// With `--fault`: how kronjob recovered.
+    pub fault: Option<Recovery>,
 }
 
 /// One controller process of a phase (a kronjob replica).
@@ -161,6 +164,11 @@ fn start_kronjob(
         .env("NO_COLOR", "1");
     if args.replicas > 1 {
         command.env("POD_NAME", &name);
+    }
+    for pair in &args.manager_env {
+        if let Some((key, value)) = pair.split_once('=') {
+            command.env(key, value);
+        }
     }
     let log = plane.dir().join(format!("{name}.log"));
     let proc = Proc::spawn(&name, command, &log)?;
@@ -344,22 +352,79 @@ async fn watch(
     vec![runs, cronjobs, events]
 }
 
-/// Each slot, summarised 55 s after it, with each controller's sample then.
+/// What a phase's slots need: the control plane (to strike a fault at), the phase's
+/// namespace (for the fault's write probe), its watches' log and its CronJobs.
+struct Slots<'a> {
+    plane: &'a mut ControlPlane,
+    ns: &'a str,
+    log: &'a SharedLog,
+    names: &'a HashSet<String>,
+}
+
+/// Strike `fault` before `slot`: the recovery, but for the slot's runs and the memory after.
+async fn strike(
+    fault: Fault,
+    away: Duration,
+    slot: Timestamp,
+    at: &mut Slots<'_>,
+    samplers: &[Sampler],
+) -> Result<Recovery, BoxError> {
+    let lead = SignedDuration::try_from(fault.lead())?;
+    sleep_until(slot.checked_sub(lead)?).await;
+    let rss_before_mib =
+        process::total(&samplers.iter().map(Sampler::now).collect::<Vec<_>>()).rss_mib;
+    eprintln!("{fault:?} before {slot}");
+    fault.strike(at.plane, away).await?;
+    let back = Timestamp::now();
+    let client = at.plane.client().await?;
+    let writes = fault::writable(&client, at.ns).await;
+    eprintln!(
+        "{fault:?}: back {:.1} s after the slot, writing {:.1} s after it",
+        fault::after(slot, back),
+        fault::after(slot, writes)
+    );
+    Ok(Recovery {
+        fault,
+        slot,
+        back_s: fault::after(slot, back),
+        writes_s: fault::after(slot, writes),
+        jobs: None,
+        rss_before_mib,
+        rss_after_mib: 0.0,
+    })
+}
+
+/// Each slot, summarised 55 s after it, with each controller's sample then; with `--fault`,
+/// struck before the second slot (kronjob only), and how it recovered.
 async fn measure_slots(
     args: &Args,
-    log: &SharedLog,
-    names: &HashSet<String>,
+    which: Which,
+    mut at: Slots<'_>,
     samplers: &[Sampler],
-) -> Result<(Vec<Slot>, Vec<Vec<ProcSample>>), BoxError> {
+) -> Result<(Vec<Slot>, Vec<Vec<ProcSample>>, Option<Recovery>), BoxError> {
     let first = next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?);
     let mut slots = Vec::new();
     let mut per_replica: Vec<Vec<ProcSample>> = vec![Vec::new(); samplers.len()];
+    let fault = args.fault.filter(|_| which == Which::Kronjob);
+    let mut recovery = None;
     for i in 0..args.slots {
         let slot = first.checked_add(SignedDuration::from_mins(i64::from(i)))?;
+        if let Some(fault) = fault.filter(|_| i == 1) {
+            let away = Duration::from_secs(args.fault_away);
+            recovery = Some(strike(fault, away, slot, &mut at, samplers).await?);
+        }
         sleep_until(slot.checked_add(SUMMARISED_AFTER)?).await;
-        let mut s = summarise_slot(&lock(log), slot, names);
+        let mut s = summarise_slot(&lock(at.log), slot, at.names);
         let now: Vec<ProcSample> = samplers.iter().map(Sampler::now).collect();
         s.process = process::total(&now);
+        if let Some(r) = recovery.as_mut() {
+            if r.slot == slot {
+                let writes = slot.checked_add(SignedDuration::try_from_secs_f64(r.writes_s)?)?;
+                r.jobs = jobs_after(&lock(at.log), slot, writes);
+            } else if r.rss_after_mib == 0.0 {
+                r.rss_after_mib = s.process.rss_mib;
+            }
+        }
         for (replica, sample) in per_replica.iter_mut().zip(now) {
             replica.push(sample);
         }
@@ -375,7 +440,16 @@ async fn measure_slots(
         );
         slots.push(s);
     }
-    Ok((slots, per_replica))
+    Ok((slots, per_replica, recovery))
+}
+
+/// The arrival of `slot`'s Jobs at the watch, seconds after `after`.
+fn jobs_after(log: &crate::watch::Log, slot: Timestamp, after: Timestamp) -> Option<Spread> {
+    Spread::of(
+        crate::watch::arrivals(log, slot)
+            .map(|arrived| secs(arrived.duration_since(after)))
+            .collect(),
+    )
 }
 
 /// Each controller's figures at the end of a phase (before it is stopped): its samples after
@@ -447,7 +521,13 @@ pub async fn run(
     };
     let at_startup = process::total(&samplers.iter().map(Sampler::now).collect::<Vec<_>>());
     eprintln!("{which:?}: ready {ready_s:?} s, every CronJob reconciled {startup_s:?} s");
-    let (slots, per_replica) = measure_slots(args, &log, &names, &samplers).await?;
+    let at = Slots {
+        plane,
+        ns,
+        log: &log,
+        names: &names,
+    };
+    let (slots, per_replica, fault) = measure_slots(args, which, at, &samplers).await?;
     let replicas = replicas_at_end(&controllers, &samplers, per_replica).await;
     for c in &mut controllers {
         c.proc.stop(Duration::from_secs(30));
@@ -469,6 +549,7 @@ pub async fn run(
         cpu_s: replicas.iter().map(|r| r.cpu_s).sum(),
         replicas,
         runs_at_end,
+        fault,
     })
 }
 

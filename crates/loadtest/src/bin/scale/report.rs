@@ -277,6 +277,13 @@ impl Report {
         }
         out.push('\n');
         self.summary_table(&mut out);
+        for (p, fault) in self
+            .phases
+            .iter()
+            .filter_map(|p| Some((p, p.fault.as_ref()?)))
+        {
+            let _ = writeln!(out, "\n{} fault: {}", p.controller, fault.show());
+        }
         self.slot_table(&mut out);
         for p in self.phases.iter().filter(|p| p.replicas.len() > 1) {
             replica_table(&mut out, &column(p), &p.replicas);
@@ -419,6 +426,7 @@ mod tests {
             cpu_s: 0.0,
             replicas: Vec::new(),
             runs_at_end: 4,
+            fault: None,
         };
         assert_eq!(column(&phase), "kronjob (JobSet)");
         assert_eq!(per_cronjob(&phase), "1.00 / 1.25 / 0.75");

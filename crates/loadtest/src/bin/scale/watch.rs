@@ -9,7 +9,7 @@ use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
-use kube::runtime::watcher;
+use kube::runtime::{WatchStreamExt, watcher};
 
 use kronjob::api::ANNOTATION_SCHEDULED_AT;
 use kronjob::workload::kinds::Row;
@@ -132,13 +132,20 @@ where
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
         let mut ready = Some(ready_tx);
+        // After the first list, a relist (the watch expired while the API server was away)
+        // brings what was created meanwhile: new names count as they arrive then.
+        let mut listed = false;
         let mut versions: HashMap<String, String> = HashMap::new();
-        let mut stream = watcher(api, watcher::Config::default().page_size(5000)).boxed();
+        // Reconnected as kronjob's watches are (within seconds of an outage's end).
+        let mut stream = watcher(api, watcher::Config::default().page_size(5000))
+            .backoff(kronjob::backoff::watch_backoff())
+            .boxed();
         while let Some(event) = stream.next().await {
             let (object, listing) = match event {
                 Ok(watcher::Event::Apply(o)) => (o, false),
-                Ok(watcher::Event::InitApply(o)) => (o, true),
+                Ok(watcher::Event::InitApply(o)) => (o, !listed),
                 Ok(watcher::Event::InitDone) => {
+                    listed = true;
                     if let Some(tx) = ready.take() {
                         let _ = tx.send(());
                     }
@@ -167,6 +174,14 @@ where
     });
     let _ = ready_rx.await;
     task
+}
+
+/// When each run of `slot` arrived at the watch.
+pub fn arrivals(log: &Log, slot: Timestamp) -> impl Iterator<Item = Timestamp> + '_ {
+    log.runs
+        .iter()
+        .filter(move |j| j.scheduled == Some(slot))
+        .map(|j| j.arrived)
 }
 
 /// Summarise one slot from what the watches saw: `names` are the CronJobs. Writes are the

@@ -1,7 +1,7 @@
 //! Which workload kinds the manager may create: `--workload-kinds`, resources named
 //! `RESOURCE.GROUP` (`jobsets.jobset.x-k8s.io`), batch/v1 Jobs (`jobs.batch`) by default. The
 //! install grants the matching RBAC; a kind outside the list is never created, whatever a
-//! CronJob names. Pure.
+//! CronJob names (the webhook refuses such a CronJob, the reconciler reports it). Pure.
 
 use std::collections::BTreeSet;
 use std::fmt;
@@ -24,6 +24,17 @@ impl AllowedKinds {
     /// Whether the resource `plural` of `group` may be created.
     pub fn allows(&self, plural: &str, group: &str) -> bool {
         self.0.contains(&(plural.to_string(), group.to_string()))
+    }
+
+    /// Whether any resource of `group` may be created.
+    pub fn allows_group(&self, group: &str) -> bool {
+        self.0.iter().any(|(_, g)| g == group)
+    }
+
+    /// Why a CronJob naming `name` (`RESOURCE.GROUP`) runs nothing: `this install of kronjob
+    /// does not create rayjobs.ray.io (--workload-kinds is jobs.batch)`.
+    pub fn refusal(&self, name: &str) -> String {
+        format!("this install of kronjob does not create {name} (--workload-kinds is {self})")
     }
 
     /// The kinds, as `RESOURCE.GROUP`.
@@ -88,11 +99,18 @@ mod tests {
         assert!(allowed.allows("jobs", "batch"));
         assert!(allowed.allows("jobsets", "jobset.x-k8s.io"));
         assert!(!allowed.allows("jobs", "batch.volcano.sh"));
+        assert!(allowed.allows_group("ray.io"));
+        assert!(!allowed.allows_group("batch.volcano.sh"));
+        assert!(!allowed.allows_group("io"), "a whole group, not a suffix");
         assert_eq!(
             allowed.to_string(),
             "jobs.batch,jobsets.jobset.x-k8s.io,rayjobs.ray.io"
         );
         assert_eq!(AllowedKinds::default().to_string(), "jobs.batch");
+        assert_eq!(
+            AllowedKinds::default().refusal("rayjobs.ray.io"),
+            "this install of kronjob does not create rayjobs.ray.io (--workload-kinds is jobs.batch)"
+        );
         for bad in [
             "",
             "pods",

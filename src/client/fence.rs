@@ -1,0 +1,159 @@
+//! Writes fenced off by a deadline: the leader's controllers write only while its Lease is
+//! certainly its own.
+//!
+//! The leader opens the [`Fence`] until its renew deadline, counted from the *sending* of its
+//! last renewal that succeeded, and moves it on with every renewal. The [`fenced`] client
+//! refuses every write (anything but `GET`) once the deadline has passed, and gives up on a
+//! write still unanswered at the deadline. Another replica takes the Lease only after it has
+//! seen the Lease unchanged for the lease duration, and it can see that renewal no earlier
+//! than the API server stored it, after it was sent: so the leader's writes end at least
+//! lease duration minus renew deadline (5 s by default) before another can start. A write
+//! given up on at the deadline may still reach the API server later (a network that held it):
+//! a Job's fixed name per slot makes a second create of the slot fail (`AlreadyExists`) for as
+//! long as the first Job exists (see docs/faults.md).
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+
+use http::{Method, Request, Response};
+use kube::Client;
+use kube::client::Body;
+use tokio::time::Instant;
+use tower::{BoxError, Service};
+
+/// A write refused, or given up on, because the fence's deadline passed.
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "not writing: this replica no longer certainly leads (its lease was not renewed within the renew deadline)"
+)]
+pub struct Fenced;
+
+/// Until when writes may be sent; closed (no writes) until opened. Cheap to clone (shared).
+#[derive(Debug, Clone, Default)]
+pub struct Fence(Arc<Mutex<Option<Instant>>>);
+
+impl Fence {
+    /// Allow writes until `deadline`.
+    pub fn open_until(&self, deadline: Instant) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(deadline);
+    }
+
+    /// Allow no more writes.
+    pub fn close(&self) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+    }
+
+    /// The deadline, while it has not passed.
+    pub fn deadline(&self) -> Option<Instant> {
+        let deadline = (*self.0.lock().unwrap_or_else(|e| e.into_inner()))?;
+        (Instant::now() < deadline).then_some(deadline)
+    }
+
+    /// Whether writes may be sent now.
+    pub fn is_open(&self) -> bool {
+        self.deadline().is_some()
+    }
+
+    /// Run `write` while the fence is open: [`Fenced`] if it is closed, or closes before
+    /// `write` is done (then `write` is dropped).
+    pub async fn guard<T, E>(
+        &self,
+        write: impl Future<Output = Result<T, E>>,
+    ) -> Result<T, BoxError>
+    where
+        E: Into<BoxError>,
+    {
+        let Some(mut deadline) = self.deadline() else {
+            return Err(Fenced.into());
+        };
+        tokio::pin!(write);
+        loop {
+            tokio::select! {
+                done = &mut write => return done.map_err(Into::into),
+                () = tokio::time::sleep_until(deadline) => {}
+            }
+            // Moved on by a renewal meanwhile, or passed.
+            match self.deadline() {
+                Some(later) => deadline = later,
+                None => return Err(Fenced.into()),
+            }
+        }
+    }
+}
+
+/// `client` with its writes behind `fence` (reads, watches included, pass as they are).
+pub fn fenced(client: Client, fence: Fence) -> Client {
+    let namespace = client.default_namespace().to_string();
+    Client::new(FencedService { client, fence }, namespace)
+}
+
+#[derive(Clone)]
+struct FencedService {
+    client: Client,
+    fence: Fence,
+}
+
+impl Service<Request<Body>> for FencedService {
+    type Response = Response<Body>;
+    type Error = BoxError;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, BoxError>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), BoxError>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, request: Request<Body>) -> Self::Future {
+        let client = self.client.clone();
+        let fence = self.fence.clone();
+        Box::pin(async move {
+            if request.method() == Method::GET {
+                return client.send(request).await.map_err(Into::into);
+            }
+            fence.guard(client.send(request)).await
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_runs_while_open_is_refused_when_closed_and_given_up_at_the_deadline() {
+        let fence = Fence::default();
+        let quick = || async { Ok::<_, BoxError>(7) };
+        assert!(!fence.is_open());
+        let refused = fence.guard(quick()).await.expect_err("closed at first");
+        assert!(refused.is::<Fenced>(), "{refused}");
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert_eq!(fence.guard(quick()).await.expect("open"), 7);
+        // A write answered after 4 s, while renewals move the deadline on: it completes.
+        let slow = async {
+            tokio::time::sleep(Duration::from_secs(14)).await;
+            Ok::<_, BoxError>(8)
+        };
+        let renewer = {
+            let fence = fence.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(Duration::from_secs(5)).await;
+                fence.open_until(Instant::now() + Duration::from_secs(10));
+            })
+        };
+        assert_eq!(fence.guard(slow).await.expect("renewed meanwhile"), 8);
+        renewer.await.expect("renewer");
+        // Deadline now 15 s after the start, 1 s away: a write that hangs is given up on then,
+        // not later.
+        let started = Instant::now();
+        let hangs = std::future::pending::<Result<(), BoxError>>();
+        let given_up = fence.guard(hangs).await.expect_err("past the deadline");
+        assert!(given_up.is::<Fenced>());
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+        assert!(!fence.is_open());
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        fence.close();
+        assert!(fence.guard(quick()).await.is_err(), "closed");
+    }
+}
