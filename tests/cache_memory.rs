@@ -21,6 +21,8 @@ const JOBS_PER_CRONJOB: usize = 4;
 /// Heap bytes a CronJob may take in the cache: its metadata, scalars, status with four running
 /// Jobs, the store's key and map slot (the template is shared).
 const CRONJOB_BOUND: f64 = 1_600.0;
+/// The same for a CronJob running another kind than Job: one entry more, naming the kind.
+const OTHER_KIND_BOUND: f64 = CRONJOB_BOUND + 64.0;
 /// Heap bytes a Job may take in the owner index.
 const JOB_BOUND: f64 = 310.0;
 
@@ -41,11 +43,12 @@ fn template() -> Value {
                                "resources": {"requests": {"cpu": "10m", "memory": "16Mi"}}}]}}}})
 }
 
-fn cronjob(i: usize) -> String {
+/// CronJob `i`, running four objects of `kind` (`apiVersion`, `kind`).
+fn cronjob(i: usize, (api_version, kind): (&str, &str)) -> String {
     let name = format!("cj-{i:05}");
     let active: Vec<Value> = (0..JOBS_PER_CRONJOB)
         .map(|n| {
-            json!({"apiVersion": "batch/v1", "kind": "Job", "namespace": "load",
+            json!({"apiVersion": api_version, "kind": kind, "namespace": "load",
                    "name": format!("{name}-2946{n:04}"),
                    "uid": format!("8c1b3a52-0000-4000-8000-{i:08}{n:04}")})
         })
@@ -106,10 +109,14 @@ fn per_object<T>(objects: usize, build: impl FnOnce() -> T) -> (T, f64) {
     (kept, live / objects as f64)
 }
 
-#[test]
-fn the_caches_hold_a_few_hundred_bytes_per_job_and_a_few_kilobytes_per_cronjob() {
-    let texts: Vec<String> = (0..CRONJOBS).map(cronjob).collect();
-    let (store, per_cronjob) = per_object(CRONJOBS, || {
+const JOB: (&str, &str) = ("batch/v1", "Job");
+const JOBSET: (&str, &str) = ("jobset.x-k8s.io/v1alpha2", "JobSet");
+
+/// Heap bytes per CronJob of the CronJob cache holding every CronJob, each running four
+/// objects of `kind`.
+fn per_cached_cronjob(kind: (&str, &str)) -> f64 {
+    let texts: Vec<String> = (0..CRONJOBS).map(|i| cronjob(i, kind)).collect();
+    let ((reader, _writer), per_cronjob) = per_object(CRONJOBS, || {
         let (reader, mut writer) = reflector::store::<CachedCronJob>();
         writer.apply_watcher_event(&Event::Init);
         for text in &texts {
@@ -119,8 +126,15 @@ fn the_caches_hold_a_few_hundred_bytes_per_job_and_a_few_kilobytes_per_cronjob()
         writer.apply_watcher_event(&Event::InitDone);
         (reader, writer)
     });
-    assert_eq!(store.0.len(), CRONJOBS);
-    drop(texts);
+    assert_eq!(reader.len(), CRONJOBS);
+    per_cronjob
+}
+
+#[test]
+fn the_caches_hold_a_few_hundred_bytes_per_job_and_a_few_kilobytes_per_cronjob() {
+    let per_cronjob = per_cached_cronjob(JOB);
+    // A CronJob running another kind costs what one running Jobs does, and its kind.
+    let per_jobset_cronjob = per_cached_cronjob(JOBSET);
     let jobs = CRONJOBS * JOBS_PER_CRONJOB;
     let texts: Vec<String> = (0..CRONJOBS)
         .flat_map(|i| (0..JOBS_PER_CRONJOB).map(move |n| job(i, n)))
@@ -139,14 +153,18 @@ fn the_caches_hold_a_few_hundred_bytes_per_job_and_a_few_kilobytes_per_cronjob()
     let uid = "5f0d2b6e-0000-4000-8000-000000000007";
     assert_eq!(index.0.workloads_of(uid).len(), JOBS_PER_CRONJOB);
     println!(
-        "heap per cached CronJob: {per_cronjob:.0} B (on the wire: {} B); per cached Job: \
-         {per_job:.0} B (on the wire: {} B)",
-        cronjob(7).len(),
+        "heap per cached CronJob: {per_cronjob:.0} B (on the wire: {} B), running JobSets \
+         {per_jobset_cronjob:.0} B; per cached Job: {per_job:.0} B (on the wire: {} B)",
+        cronjob(7, JOB).len(),
         job(7, 0).len()
     );
     assert!(
         per_cronjob <= CRONJOB_BOUND,
         "{per_cronjob:.0} B per CronJob"
+    );
+    assert!(
+        per_jobset_cronjob <= OTHER_KIND_BOUND,
+        "{per_jobset_cronjob:.0} B per CronJob running JobSets"
     );
     assert!(per_job <= JOB_BOUND, "{per_job:.0} B per Job");
 }

@@ -1,10 +1,11 @@
 //! A CronJob's status as the caches keep it. `status.active` lists the running Jobs as whole
 //! `ObjectReference`s (six strings each, ~0.35 KB); kept as written by the reconciler (a Job in
 //! the CronJob's namespace named `<cronjob>-<minutes>` with a canonical UID), a reference is
-//! two numbers in one shared allocation. Anything else (a manual run's name, a reference a user
-//! wrote) is kept whole. The conditions' words and messages and `status.schedule` are text
-//! many CronJobs share ([`super::shared`]). [`Status::to_status`] gives back exactly the status
-//! that was read.
+//! two numbers in one shared allocation; so is a workload of another kind in the CronJob's
+//! namespace, after an entry naming its kind (text shared by every status naming it).
+//! Anything else (a manual run's name, a reference a user wrote) is kept whole. The conditions'
+//! words and messages and `status.schedule` are text many CronJobs share ([`super::shared`]).
+//! [`Status::to_status`] gives back exactly the status that was read.
 
 use std::sync::Arc;
 
@@ -14,10 +15,6 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use super::interned;
 use super::uid::Uid;
 use crate::api::CronJobStatus;
-
-/// The API version and kind of a Job reference the reconciler writes (`job::job_ref`).
-const JOB_API_VERSION: &str = "batch/v1";
-const JOB_KIND: &str = "Job";
 
 /// A cached status: every field of [`CronJobStatus`], `active`, `schedule` and `conditions`
 /// compacted.
@@ -68,9 +65,11 @@ impl Cond {
 /// One entry of `status.active`.
 #[derive(Debug, Clone, PartialEq)]
 enum Active {
-    /// A reference with exactly `apiVersion: batch/v1`, `kind: Job`, the CronJob's namespace,
-    /// a name and a UID.
+    /// A reference with exactly an `apiVersion`, a `kind` (those of the last [`Active::Kind`]
+    /// before it, else `batch/v1` `Job`), the CronJob's namespace, a name and a UID.
     Job { name: Name, uid: Uid },
+    /// `<apiVersion> <kind>` of the [`Active::Job`]s after it (no reference of its own).
+    Kind(Arc<str>),
     /// Any other reference, whole.
     Other(Box<ObjectReference>),
 }
@@ -102,37 +101,54 @@ impl Name {
     }
 }
 
+/// The kind in force before any [`Active::Kind`]: a Job reference the reconciler writes
+/// (`job::job_ref`).
+const JOB_TYPE: &str = "batch/v1 Job";
+
+/// `<apiVersion> <kind>` of a plain reference (in `namespace`, a name and a UID, nothing
+/// else), kept as two numbers after its kind.
+fn kind_of_plain(r: &ObjectReference, namespace: Option<&str>) -> Option<String> {
+    let (api_version, kind) = (r.api_version.as_deref()?, r.kind.as_deref()?);
+    let plain = r.namespace.as_deref() == namespace
+        && r.field_path.is_none()
+        && r.resource_version.is_none()
+        && r.name.is_some()
+        && r.uid.is_some();
+    let spaced = api_version.contains(' ') || kind.contains(' ');
+    (plain && !spaced).then(|| format!("{api_version} {kind}"))
+}
+
 impl Active {
-    fn new(r: ObjectReference, cronjob: &str, namespace: Option<&str>) -> Self {
-        let plain = r.api_version.as_deref() == Some(JOB_API_VERSION)
-            && r.kind.as_deref() == Some(JOB_KIND)
-            && r.namespace.as_deref() == namespace
-            && r.field_path.is_none()
-            && r.resource_version.is_none();
-        match r {
-            ObjectReference {
-                name: Some(name),
-                uid: Some(uid),
-                ..
-            } if plain => Active::Job {
-                name: Name::new(name, cronjob),
-                uid: Uid::new(&uid),
-            },
-            other => Active::Other(Box::new(other)),
+    /// A plain reference ([`kind_of_plain`]), its kind aside.
+    fn plain(r: ObjectReference, cronjob: &str) -> Self {
+        Active::Job {
+            name: Name::new(r.name.unwrap_or_default(), cronjob),
+            uid: Uid::new(r.uid.as_deref().unwrap_or_default()),
         }
     }
 
-    fn to_reference(&self, cronjob: &str, namespace: Option<&str>) -> ObjectReference {
+    /// The reference, `kind` being the last [`Active::Kind`] before it (else a Job's); none
+    /// for a kind.
+    fn to_reference(
+        &self,
+        cronjob: &str,
+        namespace: Option<&str>,
+        kind: &str,
+    ) -> Option<ObjectReference> {
         match self {
-            Active::Job { name, uid } => ObjectReference {
-                api_version: Some(JOB_API_VERSION.into()),
-                kind: Some(JOB_KIND.into()),
-                name: Some(name.text(cronjob)),
-                namespace: namespace.map(Into::into),
-                uid: Some(uid.text()),
-                ..Default::default()
-            },
-            Active::Other(r) => ObjectReference::clone(r),
+            Active::Job { name, uid } => {
+                let (api_version, kind) = kind.split_once(' ').unwrap_or_default();
+                Some(ObjectReference {
+                    api_version: Some(api_version.into()),
+                    kind: Some(kind.into()),
+                    name: Some(name.text(cronjob)),
+                    namespace: namespace.map(Into::into),
+                    uid: Some(uid.text()),
+                    ..Default::default()
+                })
+            }
+            Active::Kind(_) => None,
+            Active::Other(r) => Some(ObjectReference::clone(r)),
         }
     }
 }
@@ -140,10 +156,22 @@ impl Active {
 impl Status {
     /// The status of the CronJob `cronjob` in `namespace`, compacted.
     pub fn new(mut status: CronJobStatus, cronjob: &str, namespace: Option<&str>) -> Self {
-        let active = std::mem::take(&mut status.active)
-            .into_iter()
-            .map(|r| Active::new(r, cronjob, namespace))
-            .collect();
+        let references = std::mem::take(&mut status.active);
+        let mut active = Vec::with_capacity(references.len());
+        let mut kind: Option<Arc<str>> = None;
+        for r in references {
+            match kind_of_plain(&r, namespace) {
+                Some(k) => {
+                    if kind.as_deref().unwrap_or(JOB_TYPE) != k {
+                        let k = interned::text(&k);
+                        active.push(Active::Kind(Arc::clone(&k)));
+                        kind = Some(k);
+                    }
+                    active.push(Active::plain(r, cronjob));
+                }
+                None => active.push(Active::Other(Box::new(r))),
+            }
+        }
         let schedule = status.schedule.take().map(|s| interned::text(&s));
         let conditions = std::mem::take(&mut status.conditions)
             .into_iter()
@@ -151,7 +179,7 @@ impl Status {
             .collect();
         Status {
             others: status,
-            active,
+            active: active.into(),
             schedule,
             conditions,
         }
@@ -160,10 +188,16 @@ impl Status {
     /// The status as read, for the CronJob `cronjob` in `namespace` (those it was made with).
     pub fn to_status(&self, cronjob: &str, namespace: Option<&str>) -> CronJobStatus {
         let mut status = self.others.clone();
+        let mut kind = JOB_TYPE;
         status.active = self
             .active
             .iter()
-            .map(|a| a.to_reference(cronjob, namespace))
+            .filter_map(|a| {
+                if let Active::Kind(k) = a {
+                    kind = k;
+                }
+                a.to_reference(cronjob, namespace, kind)
+            })
             .collect();
         status.schedule = self.schedule.as_deref().map(String::from);
         status.conditions = self.conditions.iter().map(Cond::to_condition).collect();
@@ -214,6 +248,13 @@ mod tests {
         pod.kind = Some("Pod".into());
         let mut no_uid = job("cj-29000000", UUID);
         no_uid.uid = None;
+        let mut jobset = job("cj-29000000", UUID);
+        jobset.api_version = Some("jobset.x-k8s.io/v1alpha2".into());
+        jobset.kind = Some("JobSet".into());
+        let mut jobset_elsewhere = jobset.clone();
+        jobset_elsewhere.namespace = Some("other".into());
+        let mut no_kind = jobset.clone();
+        no_kind.kind = None;
         let references = vec![
             job("cj-29000000", UUID),
             job("cj-0", UUID),
@@ -231,6 +272,9 @@ mod tests {
             with_version,
             pod,
             no_uid,
+            jobset,
+            jobset_elsewhere,
+            no_kind,
             ObjectReference::default(),
         ];
         let status = CronJobStatus {
@@ -272,6 +316,45 @@ mod tests {
                 )
             })
             .count();
-        assert_eq!(compact, 2, "cj-29000000 and cj-0 with the canonical UID");
+        assert_eq!(
+            compact, 4,
+            "cj-29000000 and cj-0 with the canonical UID, and the Pod's and JobSet's"
+        );
+        // The Pod and the JobSet, each after its kind.
+        let kinds: Vec<&str> = cached
+            .active
+            .iter()
+            .filter_map(|a| match a {
+                Active::Kind(k) => Some(&**k),
+                _ => None,
+            })
+            .collect();
+        assert_eq!(kinds, ["batch/v1 Pod", "jobset.x-k8s.io/v1alpha2 JobSet"]);
+        let jobsets = [job("cj-29000000", UUID), job("cj-29000001", "x")].map(|mut r| {
+            r.api_version = Some("jobset.x-k8s.io/v1alpha2".into());
+            r.kind = Some("JobSet".into());
+            r
+        });
+        let status = CronJobStatus {
+            active: jobsets.to_vec(),
+            ..Default::default()
+        };
+        let cached = Status::new(status.clone(), "cj", Some("ns"));
+        assert_eq!(cached.to_status("cj", Some("ns")), status);
+        let other = Status::new(status, "cj", Some("ns"));
+        match (&*cached.active, &*other.active) {
+            (
+                [
+                    Active::Kind(kind),
+                    Active::Job {
+                        name: Name::Scheduled(29_000_000),
+                        uid: Uid::Uuid(_),
+                    },
+                    Active::Job { .. },
+                ],
+                [Active::Kind(same), ..],
+            ) => assert!(Arc::ptr_eq(kind, same)),
+            other => panic!("not compact: {other:?}"),
+        }
     }
 }

@@ -78,7 +78,7 @@ pub struct Recovery {
     pub back_s: f64,
     /// When the API server first created an object again, seconds after the slot.
     pub writes_s: f64,
-    /// The slot's Jobs' arrival at the tool's watch after the API server wrote again, seconds.
+    /// The slot's runs' arrival at the tool's watch after the API server wrote again, seconds.
     pub jobs: Option<Spread>,
     /// The controller's memory just before the fault (with replicas, their sum).
     pub rss_before_mib: f64,
@@ -107,10 +107,10 @@ pub async fn writable(client: &kube::Client, ns: &str) -> Timestamp {
 }
 
 impl Recovery {
-    /// `fault at HH:MM: back +a s, writes +b s; Jobs p50/p99/max; RSS before -> after`.
+    /// `fault at HH:MM: back +a s, writes +b s; runs p50/p99/max; RSS before -> after`.
     pub fn show(&self) -> String {
         format!(
-            "{:?} before {}: back {:.1} s after the slot, the API server writing {:.1} s after it; the slot's Jobs {} s (p50/p99/max) after that; RSS {:.0} -> {:.0} MiB",
+            "{:?} before {}: back {:.1} s after the slot, the API server writing {:.1} s after it; the slot's runs {} s (p50/p99/max) after that; RSS {:.0} -> {:.0} MiB",
             self.fault,
             self.slot.strftime("%H:%M"),
             self.back_s,

@@ -1,5 +1,5 @@
-//! The floor: what the API server takes for N Job creates from one client, before any
-//! controller runs.
+//! The floor: what the API server takes for N creates from one client (bare Jobs, and the runs
+//! kronjob makes of each kind the run measures), before any controller runs.
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -7,18 +7,20 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::api::batch::v1::Job;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::runtime::watcher;
 use serde::Serialize;
+
+use kronjob::workload::kinds::Row;
 
 use crate::report::Spread;
 use crate::{Args, BoxError, objects, phase, watch};
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Floor {
-    /// The Jobs were the ones kronjob makes, watched as the tool watches a controller's (else
-    /// bare Jobs, no watch).
-    pub kronjob_jobs: bool,
+    /// The kind of the runs kronjob makes that were created, watched as the tool watches a
+    /// controller's (`None`: bare Jobs, no watch).
+    pub kind: Option<String>,
     pub creates: usize,
     pub in_flight: usize,
     pub seconds: f64,
@@ -46,16 +48,17 @@ fn mark<K>(e: Result<watcher::Event<K>, watcher::Error>) -> Option<bool> {
     }
 }
 
-/// A metadata watch on `ns`'s Jobs, recording each new Job's arrival (seconds after
-/// `started`) in `arrivals`; returns once its initial list is done.
+/// A metadata watch on `ns`'s objects of `kind`, recording each new one's arrival (seconds
+/// after `started`) in `arrivals`; returns once its initial list is done.
 async fn watch_arrivals(
     client: &kube::Client,
     ns: &str,
+    kind: &Row,
     started: Arc<Mutex<Instant>>,
     arrivals: Arc<Mutex<Vec<f64>>>,
 ) -> tokio::task::JoinHandle<()> {
     let (ready, listed) = tokio::sync::oneshot::channel();
-    let api = watch::meta_api::<Job>(client, ns);
+    let api = watch::meta_api_of(client, ns, kind);
     let task = tokio::spawn(async move {
         let mut stream = watcher(api, watcher::Config::default()).map(mark).boxed();
         let mut ready = Some(ready);
@@ -78,37 +81,56 @@ async fn watch_arrivals(
     task
 }
 
-/// The floor in the fresh namespace `ns`: `--cronjobs` creates, `--in-flight` at a time. With
-/// `kronjob_jobs`, the Jobs kronjob makes for its CronJobs' slots (built by its own code:
-/// labels, annotation, owner reference) with a metadata watch open on them; else bare Jobs of
-/// the same template and no watch.
+/// The namespace of a floor: `scale-floor-bare`, else `scale-floor-kronjob-<plural>`.
+pub fn namespace(kind: Option<&Row>) -> String {
+    kind.map_or("scale-floor-bare".into(), |k| {
+        format!("scale-floor-kronjob-{}", k.plural)
+    })
+}
+
+/// The floor in the fresh namespace [`namespace`]: `--cronjobs` creates, `--in-flight` at a
+/// time. With a `kind`, the runs of that kind kronjob makes for its CronJobs' slots (built by
+/// its own code: labels, annotation, owner reference) with a metadata watch open on them;
+/// else bare Jobs of the same template and no watch.
 pub async fn measure(
     client: &kube::Client,
-    ns: &str,
     args: &Args,
-    kronjob_jobs: bool,
+    kind: Option<&Row>,
 ) -> Result<Floor, BoxError> {
+    let ns = &namespace(kind);
     objects::create_namespace(client, ns).await?;
-    let api: Api<Job> = Api::namespaced(client.clone(), ns);
     let arrivals: Arc<Mutex<Vec<f64>>> = Arc::default();
     let started = Arc::new(Mutex::new(Instant::now()));
-    let watch = match kronjob_jobs {
-        true => Some(watch_arrivals(client, ns, started.clone(), arrivals.clone()).await),
-        false => None,
+    let watch = match kind {
+        Some(kind) => {
+            Some(watch_arrivals(client, ns, kind, started.clone(), arrivals.clone()).await)
+        }
+        None => None,
     };
-    let what = if kronjob_jobs { "kronjob's" } else { "bare" };
-    eprintln!("floor: {} {what} Job creates in {ns}", args.cronjobs);
+    let what = kind.map_or("bare Job".into(), |k| format!("kronjob's {}", k.kind));
+    eprintln!("floor: {} {what} creates in {ns}", args.cronjobs);
     let at = Timestamp::now().strftime("%H:%M:%S").to_string();
     *guard(&started) = Instant::now();
     let slot = phase::next_minute(Timestamp::now());
-    let latencies = objects::create_all(&api, args.cronjobs, args.in_flight, |i| {
-        if kronjob_jobs {
-            objects::kronjob_job(ns, i, slot)
-        } else {
-            objects::bare_job(i)
+    let (n, in_flight) = (args.cronjobs, args.in_flight);
+    let latencies = match kind {
+        None => {
+            let api: Api<Job> = Api::namespaced(client.clone(), ns);
+            objects::create_all(&api, n, in_flight, objects::bare_job).await?
         }
-    })
-    .await?;
+        Some(kind) if objects::is_job(kind) => {
+            let api: Api<Job> = Api::namespaced(client.clone(), ns);
+            objects::create_all(&api, n, in_flight, |i| objects::kronjob_job(ns, i, slot)).await?
+        }
+        Some(kind) => {
+            let api: Api<DynamicObject> =
+                Api::namespaced_with(client.clone(), ns, &objects::resource(kind));
+            objects::create_all(&api, n, in_flight, |i| {
+                objects::kronjob_object(ns, i, slot, kind)
+            })
+            .await?
+        }
+    };
     let seconds = guard(&started).elapsed().as_secs_f64();
     if let Some(watch) = watch {
         let limit = Instant::now() + Duration::from_secs(10);
@@ -118,7 +140,7 @@ pub async fn measure(
         watch.abort();
     }
     Ok(Floor {
-        kronjob_jobs,
+        kind: kind.map(|k| k.kind.to_string()),
         creates: args.cronjobs,
         in_flight: args.in_flight,
         seconds,

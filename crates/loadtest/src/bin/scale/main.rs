@@ -25,10 +25,10 @@
 //!    CronJob controller alone, tuned (50 workers, QPS and burst 1000), once kronjob's objects
 //!    are deleted.
 //!
-//! With `--fault`, the kronjob phase's second slot meets a fault of the control plane: etcd
+//! With `--fault`, each kronjob phase's second slot meets a fault of the control plane: etcd
 //! killed (SIGKILL) 5 s before it and back `--fault-away` (20 s) later, or the API server
 //! restarted gracefully or killed just before it; the report says when the API server wrote
-//! again, when the slot's Jobs arrived after that, and the memory before and after (run with
+//! again, when the slot's runs arrived after that, and the memory before and after (run with
 //! `--slots 3` at least). `--manager-env` sets kronjob's environment, e.g. a clock 90 s ahead:
 //! `--manager-env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 //! --manager-env FAKETIME=+90s`.
@@ -47,6 +47,7 @@ mod watch;
 use std::path::PathBuf;
 
 use clap::Parser;
+use kronjob::workload::kinds::Row;
 use kronjob_envtest::{Assets, ControlPlane, Options};
 
 use phase::Which;
@@ -63,6 +64,17 @@ struct Args {
     /// Slots to measure, one minute apart.
     #[arg(long, default_value_t = 3)]
     slots: u32,
+    /// What kronjob's CronJobs run, a phase each in this order (comma-separated or repeated):
+    /// `job` (batch/v1), or a kind of kronjob's table by its kind (`jobset`) or its
+    /// `RESOURCE.GROUP` (`jobsets.jobset.x-k8s.io`), served by a CRD the tool installs.
+    #[arg(
+        long = "workload-kind",
+        value_name = "KIND",
+        value_delimiter = ',',
+        default_value = "job",
+        value_parser = objects::parse_kind
+    )]
+    kinds: Vec<&'static Row>,
     /// The `kronjob` binary to measure (build it with `cargo build --release`).
     #[arg(long, default_value = "target/release/kronjob")]
     kronjob: PathBuf,
@@ -95,6 +107,41 @@ struct Args {
     /// Environment of every kronjob process, `KEY=VALUE` (repeatable).
     #[arg(long = "manager-env")]
     manager_env: Vec<String>,
+}
+
+/// The phases of a run, in order: kronjob on each `--workload-kind`, then upstream's controller
+/// (on Jobs) with `--upstream`.
+fn phases_of(args: &Args) -> Vec<(Which, &'static Row)> {
+    let kronjob = args.kinds.iter().map(|kind| (Which::Kronjob, *kind));
+    let upstream = args
+        .upstream
+        .then_some((Which::Upstream, kronjob::workload::kinds::job()));
+    kronjob.chain(upstream).collect()
+}
+
+/// The kinds whose runs the floor creates and watches: Jobs, then each other kind measured.
+fn floor_kinds(args: &Args) -> Vec<&'static Row> {
+    let mut kinds = vec![kronjob::workload::kinds::job()];
+    for kind in &args.kinds {
+        if !kinds
+            .iter()
+            .any(|k| (k.group, k.kind) == (kind.group, kind.kind))
+        {
+            kinds.push(kind);
+        }
+    }
+    kinds
+}
+
+/// The namespace of a phase: `scale-kronjob` or `scale-upstream` for Jobs, with the kind's
+/// plural after for another kind.
+fn namespace(which: Which, kind: &Row) -> String {
+    let controller = format!("{which:?}").to_lowercase();
+    if objects::is_job(kind) {
+        format!("scale-{controller}")
+    } else {
+        format!("scale-{controller}-{}", kind.plural)
+    }
 }
 
 /// The load average (1, 5 and 15 minutes).
@@ -133,30 +180,32 @@ async fn run(args: Args) -> Result<Report, BoxError> {
     eprintln!("control plane in {}", plane.dir().display());
     let client = plane.client().await?;
     objects::install_crd(&client).await?;
-    let bare = floor::measure(&client, "scale-floor-bare", &args, false).await?;
-    let watched = floor::measure(&client, "scale-floor-kronjob-jobs", &args, true).await?;
-    // Their Jobs carry kronjob's labels: gone before kronjob starts, or its caches would hold
+    for kind in args.kinds.iter().filter(|k| !objects::is_job(k)) {
+        objects::apply_crd(&client, objects::workload_crd(kind)).await?;
+    }
+    let bare = floor::measure(&client, &args, None).await?;
+    let mut watched = Vec::new();
+    for kind in floor_kinds(&args) {
+        watched.push(floor::measure(&client, &args, Some(kind)).await?);
+    }
+    // Their runs carry kronjob's labels: gone before kronjob starts, or its caches would hold
     // them.
-    let floors = [
-        "scale-floor-bare".to_string(),
-        "scale-floor-kronjob-jobs".into(),
-    ];
+    let floors: Vec<String> = std::iter::once(None)
+        .chain(floor_kinds(&args).into_iter().map(Some))
+        .map(floor::namespace)
+        .collect();
     objects::delete_namespaces(&client, &floors).await?;
-    let mut phases =
-        vec![phase::run(Which::Kronjob, "scale-kronjob", &args, &assets, &mut plane).await?];
-    if args.upstream {
-        let took = objects::delete_namespaces(&client, &["scale-kronjob".into()]).await?;
-        eprintln!("deleted kronjob's objects in {took:.0} s");
-        phases.push(
-            phase::run(
-                Which::Upstream,
-                "scale-upstream",
-                &args,
-                &assets,
-                &mut plane,
-            )
-            .await?,
-        );
+    let mut phases = Vec::new();
+    let mut previous: Option<String> = None;
+    for (which, kind) in phases_of(&args) {
+        // One phase's objects at a time: the previous phase's are deleted first.
+        if let Some(ns) = previous.take() {
+            let took = objects::delete_namespaces(&client, std::slice::from_ref(&ns)).await?;
+            eprintln!("deleted {ns}'s objects in {took:.0} s");
+        }
+        let ns = namespace(which, kind);
+        phases.push(phase::run(which, kind, &ns, &args, &assets, &mut plane).await?);
+        previous = Some(ns);
     }
     if args.keep {
         // Not dropped: its folder stays (its processes end with this one).
@@ -171,7 +220,7 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         load_before,
         load_after: load(),
         floor_bare: bare,
-        floor_watched: watched,
+        floors_watched: watched,
         phases,
     })
 }
@@ -239,5 +288,57 @@ mod tests {
         assert_eq!(args.fault_away, 30);
         assert_eq!(args.manager_env, ["FAKETIME=+90s"]);
         assert!(Args::try_parse_from(["scale", "--fault", "reboot"]).is_err());
+    }
+
+    #[test]
+    fn each_workload_kind_is_a_phase_of_its_own_before_upstream() {
+        let kinds = |args: &Args| -> Vec<(Which, &str)> {
+            phases_of(args)
+                .into_iter()
+                .map(|(which, kind)| (which, kind.kind))
+                .collect()
+        };
+        let args = Args::try_parse_from(["scale"]).expect("defaults");
+        assert_eq!(kinds(&args), [(Which::Kronjob, "Job")]);
+        assert_eq!(namespace(Which::Kronjob, args.kinds[0]), "scale-kronjob");
+        let args = Args::try_parse_from(["scale", "--workload-kind", "job,jobset", "--upstream"])
+            .expect("flags");
+        assert_eq!(
+            kinds(&args),
+            [
+                (Which::Kronjob, "Job"),
+                (Which::Kronjob, "JobSet"),
+                (Which::Upstream, "Job")
+            ]
+        );
+        assert_eq!(
+            namespace(Which::Kronjob, args.kinds[1]),
+            "scale-kronjob-jobsets"
+        );
+        let args = Args::try_parse_from([
+            "scale",
+            "--workload-kind",
+            "jobsets.jobset.x-k8s.io",
+            "--workload-kind",
+            "job",
+        ])
+        .expect("repeated");
+        assert_eq!(
+            kinds(&args),
+            [(Which::Kronjob, "JobSet"), (Which::Kronjob, "Job")]
+        );
+        let floors: Vec<String> = std::iter::once(None)
+            .chain(floor_kinds(&args).into_iter().map(Some))
+            .map(floor::namespace)
+            .collect();
+        assert_eq!(
+            floors,
+            [
+                "scale-floor-bare",
+                "scale-floor-kronjob-jobs",
+                "scale-floor-kronjob-jobsets"
+            ]
+        );
+        assert!(Args::try_parse_from(["scale", "--workload-kind", "widget"]).is_err());
     }
 }

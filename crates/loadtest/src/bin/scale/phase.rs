@@ -1,5 +1,5 @@
-//! A controller's phase: N CronJobs, the controller started, its slots watched and measured,
-//! the controller stopped (its objects are kept).
+//! A controller's phase: N CronJobs running one kind, the controller started, its slots watched
+//! and measured, the controller stopped (its objects are kept).
 
 use std::collections::HashSet;
 use std::process::Command;
@@ -7,17 +7,21 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use jiff::{SignedDuration, Timestamp};
-use k8s_openapi::api::batch::v1::{CronJob as BatchCronJob, Job};
+use k8s_openapi::api::batch::v1::CronJob as BatchCronJob;
+use k8s_openapi::api::events::v1::Event;
 use kronjob_envtest::{Assets, ControlPlane, Proc, free_port};
 use kube::api::Api;
 use serde::Serialize;
 
 use kronjob::api::CronJob;
+use kronjob::workload::kinds::Row;
 
 use crate::fault::{self, Fault, Recovery};
 use crate::process::{self, ProcSample, Sampler};
 use crate::report::Spread;
-use crate::watch::{SharedLog, all_written, lock, meta_api, summarise_slot, watch_into};
+use crate::watch::{
+    Record, SharedLog, all_written, lock, meta_api, meta_api_of, summarise_slot, watch_into,
+};
 use crate::{Args, BoxError, objects};
 
 /// Which controller a phase runs.
@@ -27,25 +31,35 @@ pub enum Which {
     Upstream,
 }
 
+/// When after its slot a slot is summarised: its writes are those up to then.
+pub const SUMMARISED_AFTER: SignedDuration = SignedDuration::from_secs(55);
+
 /// One measured slot.
 #[derive(Debug, Clone, Serialize)]
 pub struct Slot {
     pub slot: Timestamp,
-    pub jobs: usize,
+    /// The runs (Jobs, or objects of the phase's kind) created for the slot.
+    pub runs: usize,
     pub missing: usize,
     pub duplicates: usize,
-    /// Arrival of the Job's first watch event minus the slot, seconds.
+    /// Arrival of the run's first watch event minus the slot, seconds.
     pub skew: Option<Spread>,
-    /// From the Job's arrival to its CronJob's next write (the status that records the slot),
-    /// seconds: how long the Job alone said that its slot ran.
+    /// From the run's arrival to its CronJob's next write (the status that records the slot),
+    /// seconds: how long the run alone said that its slot ran.
     pub recorded: Option<Spread>,
-    /// The controller 55 s after the slot (with replicas, their sum).
+    /// CronJob writes (status) from the slot to [`SUMMARISED_AFTER`] it.
+    pub status_writes: usize,
+    /// Event writes (new Events and repeats counted on one) in the same time.
+    pub events: usize,
+    /// The controller [`SUMMARISED_AFTER`] the slot (with replicas, their sum).
     pub process: ProcSample,
 }
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Phase {
     pub controller: String,
+    /// The kind the CronJobs run.
+    pub kind: String,
     pub cronjobs: usize,
     pub create_cronjobs_s: f64,
     /// Process start to /readyz answering 200, seconds (kronjob; the last replica).
@@ -61,7 +75,7 @@ pub struct Phase {
     pub cpu_s: f64,
     /// Each process of the phase.
     pub replicas: Vec<Replica>,
-    pub jobs_at_end: usize,
+    pub runs_at_end: usize,
     /// With `--fault`: how kronjob recovered.
     pub fault: Option<Recovery>,
 }
@@ -111,7 +125,10 @@ fn has_flag(argv: &[String], flag: &str) -> bool {
 
 /// Start kronjob replica `replica` (of `--replicas`): above one, with `--sharding` and its
 /// name as `POD_NAME`; each on its own ports and log. Its metrics are served over plain HTTP
-/// (unless a `--manager-arg` says otherwise) so that the tool can read them.
+/// (unless a `--manager-arg` says otherwise) so that the tool can read them. When the run
+/// measures a kind other than Job, every phase's kronjob may create each kind of the run
+/// (`--workload-kinds`, unless a `--manager-arg` sets it): the phases differ in their CronJobs
+/// alone.
 fn start_kronjob(
     args: &Args,
     plane: &ControlPlane,
@@ -135,6 +152,9 @@ fn start_kronjob(
     }
     if args.replicas > 1 && !has_flag(&args.manager_args, "--sharding") {
         argv.push("--sharding".into());
+    }
+    if !has_flag(&args.manager_args, "--workload-kinds") {
+        argv.extend(objects::workload_kinds_flag(&args.kinds));
     }
     argv.extend(args.manager_args.iter().cloned());
     let mut command = Command::new(&args.kronjob);
@@ -273,22 +293,26 @@ pub fn secs(d: SignedDuration) -> f64 {
 // The phase
 // ---------------------------------------------------------------------------------------------
 
-/// Create the CronJobs of `which` in `ns`; their names and how long creating them took.
+/// Create the CronJobs of `which` running `kind` in `ns`; their names and how long creating
+/// them took.
 async fn create_cronjobs(
     client: &kube::Client,
     ns: &str,
-    which: Which,
+    (which, kind): (Which, &Row),
     args: &Args,
 ) -> Result<(HashSet<String>, f64), BoxError> {
     let names: Vec<String> = (0..args.cronjobs).map(objects::cronjob_name).collect();
     let started = Instant::now();
-    eprintln!("{which:?}: creating {} CronJobs in {ns}", args.cronjobs);
+    eprintln!(
+        "{which:?}: creating {} CronJobs of {} in {ns}",
+        args.cronjobs, kind.kind
+    );
     let name = |i: usize| names[i].clone();
     match which {
         Which::Kronjob => {
             let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
             objects::create_all(&api, names.len(), args.in_flight, |i| {
-                objects::kronjob_cronjob(ns, name(i))
+                objects::kronjob_cronjob(ns, name(i), kind)
             })
             .await?;
         }
@@ -303,21 +327,29 @@ async fn create_cronjobs(
     Ok((names.into_iter().collect(), started.elapsed().as_secs_f64()))
 }
 
-/// The watches of a phase: its Jobs, and its CronJobs' writes.
+/// The watches of a phase: its runs (of `kind`), its CronJobs' writes, and the Events.
 async fn watch(
     client: &kube::Client,
     ns: &str,
-    which: Which,
+    (which, kind): (Which, &Row),
     log: &SharedLog,
 ) -> Vec<tokio::task::JoinHandle<()>> {
-    let jobs = watch_into(meta_api::<Job>(client, ns), log.clone(), true).await;
+    let runs = watch_into(meta_api_of(client, ns, kind), log.clone(), Record::Runs).await;
     let cronjobs = match which {
-        Which::Kronjob => watch_into(meta_api::<CronJob>(client, ns), log.clone(), false).await,
+        Which::Kronjob => {
+            watch_into(meta_api::<CronJob>(client, ns), log.clone(), Record::Writes).await
+        }
         Which::Upstream => {
-            watch_into(meta_api::<BatchCronJob>(client, ns), log.clone(), false).await
+            watch_into(
+                meta_api::<BatchCronJob>(client, ns),
+                log.clone(),
+                Record::Writes,
+            )
+            .await
         }
     };
-    vec![jobs, cronjobs]
+    let events = watch_into(meta_api::<Event>(client, ns), log.clone(), Record::Events).await;
+    vec![runs, cronjobs, events]
 }
 
 /// What a phase's slots need: the control plane (to strike a fault at), the phase's
@@ -329,7 +361,7 @@ struct Slots<'a> {
     names: &'a HashSet<String>,
 }
 
-/// Strike `fault` before `slot`: the recovery, but for the slot's Jobs and the memory after.
+/// Strike `fault` before `slot`: the recovery, but for the slot's runs and the memory after.
 async fn strike(
     fault: Fault,
     away: Duration,
@@ -381,7 +413,7 @@ async fn measure_slots(
             let away = Duration::from_secs(args.fault_away);
             recovery = Some(strike(fault, away, slot, &mut at, samplers).await?);
         }
-        sleep_until(slot.checked_add(SignedDuration::from_secs(55))?).await;
+        sleep_until(slot.checked_add(SUMMARISED_AFTER)?).await;
         let mut s = summarise_slot(&lock(at.log), slot, at.names);
         let now: Vec<ProcSample> = samplers.iter().map(Sampler::now).collect();
         s.process = process::total(&now);
@@ -397,11 +429,13 @@ async fn measure_slots(
             replica.push(sample);
         }
         eprintln!(
-            "slot {slot}: {} Jobs, {} missing, {} duplicate, skew p50/p99/max {} s, RSS {:.1} MiB",
-            s.jobs,
+            "slot {slot}: {} runs, {} missing, {} duplicate, skew p50/p99/max {} s, {} status writes, {} Events, RSS {:.1} MiB",
+            s.runs,
             s.missing,
             s.duplicates,
             Spread::show(s.skew),
+            s.status_writes,
+            s.events,
             s.process.rss_mib
         );
         slots.push(s);
@@ -445,10 +479,11 @@ async fn replicas_at_end(
     out
 }
 
-/// Run one controller on N CronJobs for the slots; the controller is stopped at the end, the
-/// objects are kept.
+/// Run one controller on N CronJobs of `kind` for the slots; the controller is stopped at the
+/// end, the objects are kept.
 pub async fn run(
     which: Which,
+    kind: &Row,
     ns: &str,
     args: &Args,
     assets: &Assets,
@@ -459,9 +494,9 @@ pub async fn run(
     // Create right after a minute boundary and start the controller at once: no slot falls
     // due before it starts, and its start-up has the rest of the minute.
     after_minute_boundary().await?;
-    let (names, create_cronjobs_s) = create_cronjobs(&client, ns, which, args).await?;
+    let (names, create_cronjobs_s) = create_cronjobs(&client, ns, (which, kind), args).await?;
     let log: SharedLog = Arc::default();
-    let watches = watch(&client, ns, which, &log).await;
+    let watches = watch(&client, ns, (which, kind), &log).await;
     let start = Timestamp::now();
     let mut controllers = match which {
         Which::Kronjob => (0..args.replicas)
@@ -500,9 +535,10 @@ pub async fn run(
     for w in watches {
         w.abort();
     }
-    let jobs_at_end = lock(&log).jobs.len();
+    let runs_at_end = lock(&log).runs.len();
     Ok(Phase {
         controller: format!("{which:?}").to_lowercase(),
+        kind: kind.kind.into(),
         cronjobs: args.cronjobs,
         create_cronjobs_s,
         ready_s,
@@ -512,7 +548,7 @@ pub async fn run(
         peak_rss_mib: replicas.iter().map(|r| r.peak_rss_mib).sum(),
         cpu_s: replicas.iter().map(|r| r.cpu_s).sum(),
         replicas,
-        jobs_at_end,
+        runs_at_end,
         fault,
     })
 }

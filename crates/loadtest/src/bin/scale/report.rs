@@ -52,8 +52,8 @@ pub struct Report {
     pub load_after: String,
     /// Bare Job creates.
     pub floor_bare: Floor,
-    /// The Jobs kronjob makes, watched as the slots' are.
-    pub floor_watched: Floor,
+    /// The runs kronjob makes, of each kind measured (Jobs first), watched as the slots' are.
+    pub floors_watched: Vec<Floor>,
     pub phases: Vec<Phase>,
 }
 
@@ -103,6 +103,27 @@ fn ratio(skew: Option<Spread>, floor: Option<f64>) -> String {
 /// A row of the summary table: its title and how a phase's cell is written.
 type SummaryRow = (String, Box<dyn Fn(&Phase) -> String>);
 
+/// Per CronJob and slot, the mean over a phase's slots: runs created, status writes, Events
+/// (`1.00 / 1.00 / 1.00` when each slot cost one of each).
+fn per_cronjob(p: &Phase) -> String {
+    let total = (p.cronjobs * p.slots.len()) as f64;
+    if total == 0.0 {
+        return "-".into();
+    }
+    let sum = |f: fn(&crate::phase::Slot) -> usize| p.slots.iter().map(f).sum::<usize>() as f64;
+    format!(
+        "{:.2} / {:.2} / {:.2}",
+        sum(|s| s.runs) / total,
+        sum(|s| s.status_writes) / total,
+        sum(|s| s.events) / total
+    )
+}
+
+/// A phase's column: its controller and the kind its CronJobs run.
+fn column(p: &Phase) -> String {
+    format!("{} ({})", p.controller, p.kind)
+}
+
 impl Report {
     /// Whether a phase ran more than one replica.
     fn sharded(&self) -> bool {
@@ -111,7 +132,18 @@ impl Report {
 
     fn summary_rows(&self) -> Vec<SummaryRow> {
         let bare = self.floor_bare.seconds;
-        let watched = self.floor_watched.arrived.map(|a| a.p99);
+        let watched: Vec<(Option<String>, Option<f64>)> = self
+            .floors_watched
+            .iter()
+            .map(|f| (f.kind.clone(), f.arrived.map(|a| a.p99)))
+            .collect();
+        // The watched floor of a phase's own kind.
+        let watched = move |p: &Phase| {
+            watched
+                .iter()
+                .find(|(kind, _)| kind.as_deref() == Some(p.kind.as_str()))
+                .and_then(|(_, p99)| *p99)
+        };
         let sum = if self.sharded() {
             ", sum of the replicas"
         } else {
@@ -143,11 +175,11 @@ impl Report {
                 Box::new(move |p| ratio(worst(p), Some(bare))),
             ),
             (
-                "p99 skew / watched floor p99 arrival".into(),
-                Box::new(move |p| ratio(worst(p), watched)),
+                "p99 skew / watched floor p99 arrival (of its kind)".into(),
+                Box::new(move |p| ratio(worst(p), watched(p))),
             ),
             (
-                "Jobs missing / duplicate (all slots)".into(),
+                "runs missing / duplicate (all slots)".into(),
                 Box::new(|p| {
                     format!(
                         "{} / {}",
@@ -157,8 +189,12 @@ impl Report {
                 }),
             ),
             (
-                "Jobs at the end".into(),
-                Box::new(|p| p.jobs_at_end.to_string()),
+                "runs at the end".into(),
+                Box::new(|p| p.runs_at_end.to_string()),
+            ),
+            (
+                "per CronJob and slot: runs / status writes / Events (mean)".into(),
+                Box::new(per_cronjob),
             ),
             (
                 format!("RSS after each slot, MiB{sum}"),
@@ -182,7 +218,7 @@ impl Report {
     }
 
     fn summary_table(&self, out: &mut String) {
-        let names: Vec<&str> = self.phases.iter().map(|p| p.controller.as_str()).collect();
+        let names: Vec<String> = self.phases.iter().map(column).collect();
         let _ = writeln!(out, "| | {} |", names.join(" | "));
         let _ = writeln!(out, "|---|{}", "---|".repeat(self.phases.len()));
         for (what, f) in self.summary_rows() {
@@ -195,21 +231,23 @@ impl Report {
         let sum = if self.sharded() { " (sum)" } else { "" };
         let _ = writeln!(
             out,
-            "\n| controller | slot | Jobs | missing | duplicate | skew p50/p99/max, s | Job to status write p50/p99/max, s | RSS, MiB{sum} | CPU, s{sum} |"
+            "\n| controller | slot | runs | missing | duplicate | skew p50/p99/max, s | run to status write p50/p99/max, s | status writes | Events | RSS, MiB{sum} | CPU, s{sum} |"
         );
-        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|");
+        let _ = writeln!(out, "|---|---|---|---|---|---|---|---|---|---|---|");
         for p in &self.phases {
             for s in &p.slots {
                 let _ = writeln!(
                     out,
-                    "| {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} |",
-                    p.controller,
+                    "| {} | {} | {} | {} | {} | {} | {} | {} | {} | {:.0} | {:.1} |",
+                    column(p),
                     s.slot.strftime("%H:%M"),
-                    s.jobs,
+                    s.runs,
                     s.missing,
                     s.duplicates,
                     Spread::show(s.skew),
                     Spread::show(s.recorded),
+                    s.status_writes,
+                    s.events,
                     s.process.rss_mib,
                     s.process.cpu_s,
                 );
@@ -232,11 +270,11 @@ impl Report {
         );
         let _ = writeln!(out, "| floor | |\n|---|---|");
         floor_row(&mut out, "bare Jobs", &self.floor_bare);
-        floor_row(
-            &mut out,
-            "kronjob's Jobs, watched as the controller's are",
-            &self.floor_watched,
-        );
+        for f in &self.floors_watched {
+            let kind = f.kind.as_deref().unwrap_or("Job");
+            let what = format!("kronjob's {kind}s, watched as the controller's are");
+            floor_row(&mut out, &what, f);
+        }
         out.push('\n');
         self.summary_table(&mut out);
         for (p, fault) in self
@@ -248,7 +286,7 @@ impl Report {
         }
         self.slot_table(&mut out);
         for p in self.phases.iter().filter(|p| p.replicas.len() > 1) {
-            replica_table(&mut out, &p.controller, &p.replicas);
+            replica_table(&mut out, &column(p), &p.replicas);
         }
         out
     }
@@ -323,7 +361,7 @@ mod tests {
     fn a_floor_row_shows_the_watch_arrival_when_one_was_measured() {
         let spread = |p50, p99, max| Some(Spread { p50, p99, max });
         let mut floor = Floor {
-            kronjob_jobs: false,
+            kind: None,
             creates: 10_000,
             in_flight: 32,
             seconds: 6.5,
@@ -357,6 +395,43 @@ mod tests {
         assert_eq!(ratio(skew, None), "-");
         assert_eq!(ratio(skew, Some(0.0)), "-");
         assert_eq!(ratio(None, Some(6.0)), "-");
+    }
+
+    fn slot(runs: usize, status_writes: usize, events: usize) -> crate::phase::Slot {
+        crate::phase::Slot {
+            slot: "2026-01-01T00:01:00Z".parse().expect("time"),
+            runs,
+            missing: 0,
+            duplicates: 0,
+            skew: None,
+            recorded: None,
+            status_writes,
+            events,
+            process: ProcSample::default(),
+        }
+    }
+
+    #[test]
+    fn a_phases_writes_per_cronjob_and_slot() {
+        let mut phase = Phase {
+            controller: "kronjob".into(),
+            kind: "JobSet".into(),
+            cronjobs: 2,
+            create_cronjobs_s: 0.0,
+            ready_s: None,
+            startup_s: None,
+            at_startup: ProcSample::default(),
+            slots: vec![slot(2, 2, 2), slot(2, 3, 1)],
+            peak_rss_mib: 0.0,
+            cpu_s: 0.0,
+            replicas: Vec::new(),
+            runs_at_end: 4,
+            fault: None,
+        };
+        assert_eq!(column(&phase), "kronjob (JobSet)");
+        assert_eq!(per_cronjob(&phase), "1.00 / 1.25 / 0.75");
+        phase.slots.clear();
+        assert_eq!(per_cronjob(&phase), "-");
     }
 
     fn replica(name: &str, rss: &[f64], peak: f64, cpu: f64, shard: Option<f64>) -> Replica {

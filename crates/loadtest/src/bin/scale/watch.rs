@@ -1,5 +1,5 @@
-//! What the tool's watches see of a phase: the Jobs as they arrive and the CronJobs' status
-//! writes, and a slot summarised from them.
+//! What the tool's watches see of a phase: the runs (Jobs, or objects of another kind) as they
+//! arrive, the CronJobs' status writes and the Events, and a slot summarised from them.
 
 use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
@@ -7,13 +7,14 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use jiff::Timestamp;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
-use kube::api::Api;
+use kube::api::{Api, DynamicObject};
 use kube::core::PartialObjectMeta;
 use kube::runtime::{WatchStreamExt, watcher};
 
 use kronjob::api::ANNOTATION_SCHEDULED_AT;
+use kronjob::workload::kinds::Row;
 
-use crate::phase::{Slot, secs};
+use crate::phase::{SUMMARISED_AFTER, Slot, secs};
 use crate::process::ProcSample;
 use crate::report::Spread;
 
@@ -24,9 +25,9 @@ const UPSTREAM_SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-times
 #[derive(Debug, Clone)]
 pub struct Seen {
     pub name: String,
-    /// The controlling owner's name (Jobs).
+    /// The controlling owner's name (runs).
     owner: Option<String>,
-    /// The slot a Job was created for.
+    /// The slot a run was created for.
     scheduled: Option<Timestamp>,
     arrived: Timestamp,
 }
@@ -34,10 +35,35 @@ pub struct Seen {
 /// Everything the watches saw, in arrival order.
 #[derive(Debug, Default)]
 pub struct Log {
-    /// Jobs, first sighting each.
-    pub jobs: Vec<Seen>,
+    /// Runs, first sighting each.
+    pub runs: Vec<Seen>,
     /// CronJob modifications (a new resourceVersion) after the initial list.
     cronjob_writes: Vec<Seen>,
+    /// Event writes after the initial list: a new Event, or a repeat counted on one.
+    events: Vec<Timestamp>,
+}
+
+/// What a watch records.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Record {
+    /// Each object's first sighting: the runs a controller creates.
+    Runs,
+    /// Each change of an object: the CronJobs' status writes.
+    Writes,
+    /// Each new object and each change: Events.
+    Events,
+}
+
+impl Record {
+    /// Whether an object seen after the initial list at resourceVersion `rv` is recorded, when
+    /// the watch last saw it at `previous` (`None`: never).
+    fn records(self, previous: Option<&str>, rv: &str) -> bool {
+        match self {
+            Record::Runs => previous.is_none(),
+            Record::Writes => previous.is_some_and(|p| p != rv),
+            Record::Events => previous != Some(rv),
+        }
+    }
 }
 
 pub type SharedLog = Arc<Mutex<Log>>;
@@ -46,7 +72,7 @@ pub fn lock(log: &SharedLog) -> std::sync::MutexGuard<'_, Log> {
     log.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// The slot of a Job: kronjob's or upstream's scheduled-time annotation, else its name's
+/// The slot of a run: kronjob's or upstream's scheduled-time annotation, else its name's
 /// minutes suffix.
 fn scheduled_of(meta: &ObjectMeta) -> Option<Timestamp> {
     let annotations = meta.annotations.as_ref();
@@ -83,16 +109,25 @@ where
     Api::namespaced(client.clone(), ns)
 }
 
-/// Watch the metadata of `api`'s objects into `log`: new Jobs (`jobs`), else changed objects
-/// (CronJob status writes). Returns once the initial list is done; the watch goes on until
-/// the task is aborted.
+/// A metadata-only view of `kind`'s objects in `ns`.
+pub fn meta_api_of(
+    client: &kube::Client,
+    ns: &str,
+    kind: &Row,
+) -> Api<PartialObjectMeta<DynamicObject>> {
+    Api::namespaced_with(client.clone(), ns, &crate::objects::resource(kind))
+}
+
+/// Watch the metadata of `api`'s objects into `log`, as `record` says. Returns once the
+/// initial list is done; the watch goes on until the task is aborted.
 pub async fn watch_into<K>(
     api: Api<PartialObjectMeta<K>>,
     log: SharedLog,
-    jobs: bool,
+    record: Record,
 ) -> tokio::task::JoinHandle<()>
 where
-    K: kube::Resource<DynamicType = ()> + Clone + std::fmt::Debug + Send + Sync + 'static,
+    K: kube::Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    PartialObjectMeta<K>: serde::de::DeserializeOwned,
 {
     let (ready_tx, ready_rx) = tokio::sync::oneshot::channel();
     let task = tokio::spawn(async move {
@@ -126,14 +161,14 @@ where
             let name = meta.name.clone().unwrap_or_default();
             let rv = meta.resource_version.clone().unwrap_or_default();
             let previous = versions.insert(name, rv.clone());
-            if listing {
+            if listing || !record.records(previous.as_deref(), &rv) {
                 continue;
             }
             let mut log = lock(&log);
-            match previous {
-                None if jobs => log.jobs.push(seen(meta)),
-                Some(p) if !jobs && p != rv => log.cronjob_writes.push(seen(meta)),
-                _ => {}
+            match record {
+                Record::Runs => log.runs.push(seen(meta)),
+                Record::Writes => log.cronjob_writes.push(seen(meta)),
+                Record::Events => log.events.push(Timestamp::now()),
             }
         }
     });
@@ -141,21 +176,24 @@ where
     task
 }
 
-/// When each Job of `slot` arrived at the watch.
+/// When each run of `slot` arrived at the watch.
 pub fn arrivals(log: &Log, slot: Timestamp) -> impl Iterator<Item = Timestamp> + '_ {
-    log.jobs
+    log.runs
         .iter()
         .filter(move |j| j.scheduled == Some(slot))
         .map(|j| j.arrived)
 }
 
-/// Summarise one slot from what the watches saw: `names` are the CronJobs.
+/// Summarise one slot from what the watches saw: `names` are the CronJobs. Writes are the
+/// slot's from the slot to [`SUMMARISED_AFTER`] it.
 pub fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Slot {
     let jobs: Vec<&Seen> = log
-        .jobs
+        .runs
         .iter()
         .filter(|j| j.scheduled == Some(slot))
         .collect();
+    let in_slot =
+        |t: &Timestamp| *t >= slot && slot.checked_add(SUMMARISED_AFTER).is_ok_and(|end| *t < end);
     let mut per_owner: HashMap<&str, usize> = HashMap::new();
     for j in &jobs {
         *per_owner
@@ -164,7 +202,7 @@ pub fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Sl
     }
     Slot {
         slot,
-        jobs: jobs.len(),
+        runs: jobs.len(),
         missing: names
             .iter()
             .filter(|n| !per_owner.contains_key(n.as_str()))
@@ -176,13 +214,19 @@ pub fn summarise_slot(log: &Log, slot: Timestamp, names: &HashSet<String>) -> Sl
                 .collect(),
         ),
         recorded: Spread::of(recorded_after(log, &jobs)),
+        status_writes: log
+            .cronjob_writes
+            .iter()
+            .filter(|w| in_slot(&w.arrived))
+            .count(),
+        events: log.events.iter().filter(|t| in_slot(t)).count(),
         process: ProcSample::default(),
     }
 }
 
-/// For each Job of `jobs`, seconds from its arrival to the next write of its CronJob that the
-/// watch saw: the status write that records the slot (one Job, one status write per slot), so
-/// how long the Job alone said that its slot ran.
+/// For each run of `jobs`, seconds from its arrival to the next write of its CronJob that the
+/// watch saw: the status write that records the slot (one run, one status write per slot), so
+/// how long the run alone said that its slot ran.
 fn recorded_after(log: &Log, jobs: &[&Seen]) -> Vec<f64> {
     let mut writes: HashMap<&str, Vec<Timestamp>> = HashMap::new();
     for w in &log.cronjob_writes {
@@ -262,17 +306,47 @@ mod tests {
             arrived: at(ms),
         };
         let log = Log {
-            jobs: vec![job("a", 300), job("a", 1200), job("b", 2500), earlier],
-            cronjob_writes: vec![write("a", -500), write("a", 1300), write("b", 4500)],
+            runs: vec![job("a", 300), job("a", 1200), job("b", 2500), earlier],
+            cronjob_writes: vec![
+                write("a", -500),
+                write("a", 1300),
+                write("b", 4500),
+                write("b", 55_000),
+            ],
+            // One before the slot, two in it, one after the slot was summarised.
+            events: vec![at(-1), at(0), at(54_999), at(55_000)],
         };
         let names: HashSet<String> = ["a", "b", "c"].map(String::from).into();
         let s = summarise_slot(&log, slot, &names);
-        assert_eq!((s.jobs, s.missing, s.duplicates), (3, 1, 1));
+        assert_eq!((s.runs, s.missing, s.duplicates), (3, 1, 1));
+        assert_eq!((s.status_writes, s.events), (2, 2));
         let skew = s.skew.expect("jobs");
         assert_eq!((skew.p50, skew.max), (1.2, 2.5));
         // a's Jobs: 1.0 s and 0.1 s to a's next write; b's: 2.0 s.
         let recorded = s.recorded.expect("writes");
         assert_eq!((recorded.p50, recorded.max), (1.0, 2.0));
+    }
+
+    #[test]
+    fn runs_are_first_sightings_writes_are_changes_and_events_both() {
+        let cases = [
+            (Record::Runs, None, true),
+            (Record::Runs, Some("1"), false),
+            (Record::Runs, Some("2"), false),
+            (Record::Writes, None, false),
+            (Record::Writes, Some("1"), true),
+            (Record::Writes, Some("2"), false),
+            (Record::Events, None, true),
+            (Record::Events, Some("1"), true),
+            (Record::Events, Some("2"), false),
+        ];
+        for (record, previous, recorded) in cases {
+            assert_eq!(
+                record.records(previous, "2"),
+                recorded,
+                "{record:?} after {previous:?}"
+            );
+        }
     }
 
     #[test]
