@@ -25,10 +25,10 @@ const UPSTREAM_SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-times
 pub struct Seen {
     pub name: String,
     /// The controlling owner's name (Jobs).
-    owner: Option<String>,
+    pub owner: Option<String>,
     /// The slot a Job was created for.
-    scheduled: Option<Timestamp>,
-    arrived: Timestamp,
+    pub scheduled: Option<Timestamp>,
+    pub arrived: Timestamp,
 }
 
 /// Everything the watches saw, in arrival order.
