@@ -33,6 +33,12 @@
 //! `--manager-env LD_PRELOAD=/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1
 //! --manager-env FAKETIME=+90s`.
 //!
+//! With `--spread`, instead of the above: N CronJobs on `H * * * *` (about N/60 due each
+//! minute), history limits 1/1, on `--replicas` sharded replicas, each minute's CronJobs
+//! measured against their own slot, `--add-replica-at`/`--remove-replica-at` moving the
+//! buckets before a slot, and the API server's and etcd's memory and CPU beside kronjob's (see
+//! `spread.rs`).
+//!
 //! It prints markdown tables, with the load average at the start and the end (on a shared
 //! machine, compare runs made under similar load), and writes them as JSON with `--json FILE`.
 
@@ -42,6 +48,7 @@ mod objects;
 mod phase;
 mod process;
 mod report;
+mod spread;
 mod watch;
 
 use std::path::PathBuf;
@@ -52,6 +59,7 @@ use kronjob_envtest::{Assets, ControlPlane, Options};
 
 use phase::Which;
 use report::Report;
+use serde::Serialize;
 
 type BoxError = Box<dyn std::error::Error + Send + Sync>;
 
@@ -107,6 +115,8 @@ struct Args {
     /// Environment of every kronjob process, `KEY=VALUE` (repeatable).
     #[arg(long = "manager-env")]
     manager_env: Vec<String>,
+    #[command(flatten)]
+    spread: spread::SpreadArgs,
 }
 
 /// The phases of a run, in order: kronjob on each `--workload-kind`, then upstream's controller
@@ -149,6 +159,37 @@ fn load() -> String {
     std::fs::read_to_string("/proc/loadavg")
         .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
         .unwrap_or_default()
+}
+
+/// The spread scenario alone (`--spread`), on its own control plane.
+async fn run_spread(args: Args) -> Result<spread::SpreadReport, BoxError> {
+    let assets =
+        Assets::from_env()?.ok_or("set KUBEBUILDER_ASSETS to the control-plane binaries")?;
+    if !args.kronjob.is_file() {
+        return Err(format!("{}: no such binary", args.kronjob.display()).into());
+    }
+    let options = Options {
+        controllers: vec!["namespace-controller".into()],
+        ..Options::default()
+    };
+    let mut plane = ControlPlane::start(&assets, options).await?;
+    eprintln!("control plane in {}", plane.dir().display());
+    objects::install_crd(&plane.client().await?).await?;
+    let report = spread::run(&args, &mut plane).await;
+    if args.keep {
+        eprintln!("keeping {}", plane.dir().display());
+        std::mem::forget(plane);
+    }
+    report
+}
+
+/// The report's tables and JSON.
+fn output<R: Serialize>(
+    report: Result<R, BoxError>,
+    tables: fn(&R) -> String,
+) -> Result<(String, String), BoxError> {
+    let report = report?;
+    Ok((tables(&report), serde_json::to_string_pretty(&report)?))
 }
 
 async fn run(args: Args) -> Result<Report, BoxError> {
@@ -230,22 +271,24 @@ async fn main() -> std::process::ExitCode {
     let _ = rustls::crypto::ring::default_provider().install_default();
     let args = Args::parse();
     let json = args.json.clone();
-    let report = match run(args).await {
-        Ok(report) => report,
+    let out = if args.spread.spread {
+        output(run_spread(args).await, spread::SpreadReport::tables)
+    } else {
+        output(run(args).await, Report::tables)
+    };
+    let (tables, text) = match out {
+        Ok(out) => out,
         Err(e) => {
             eprintln!("error: {e}");
             return std::process::ExitCode::FAILURE;
         }
     };
-    print!("{}", report.tables());
-    if let Some(path) = json {
-        let written = serde_json::to_string_pretty(&report)
-            .map_err(BoxError::from)
-            .and_then(|text| std::fs::write(&path, text).map_err(Into::into));
-        if let Err(e) = written {
-            eprintln!("writing {}: {e}", path.display());
-            return std::process::ExitCode::FAILURE;
-        }
+    print!("{tables}");
+    if let Some(path) = json
+        && let Err(e) = std::fs::write(&path, text)
+    {
+        eprintln!("writing {}: {e}", path.display());
+        return std::process::ExitCode::FAILURE;
     }
     std::process::ExitCode::SUCCESS
 }
@@ -340,5 +383,31 @@ mod tests {
             ]
         );
         assert!(Args::try_parse_from(["scale", "--workload-kind", "widget"]).is_err());
+    }
+
+    #[test]
+    fn the_spread_scenario_has_flags_of_its_own() {
+        let args = Args::try_parse_from([
+            "scale",
+            "--spread",
+            "--add-replica-at",
+            "4",
+            "--remove-replica-at",
+            "7",
+        ])
+        .expect("spread flags");
+        assert!(args.spread.spread);
+        assert_eq!(args.spread.add_replica_at, Some(4));
+        assert_eq!(args.spread.remove_replica_at, Some(7));
+        assert!(
+            !Args::try_parse_from(["scale"])
+                .expect("defaults")
+                .spread
+                .spread
+        );
+        // Moving replicas is part of the spread scenario only.
+        assert!(Args::try_parse_from(["scale", "--add-replica-at", "4"]).is_err());
+        // The first measured slot has no minute before it to move the buckets in.
+        assert!(Args::try_parse_from(["scale", "--spread", "--add-replica-at", "0"]).is_err());
     }
 }

@@ -100,12 +100,12 @@ pub struct Replica {
 
 /// A started controller process and what it answers on.
 #[derive(Debug)]
-struct Controller {
+pub(crate) struct Controller {
     /// Its name in messages and reports (and, for a kronjob replica, its identity).
-    name: String,
-    proc: Proc,
+    pub(crate) name: String,
+    pub(crate) proc: Proc,
     health: Option<u16>,
-    metrics: Option<u16>,
+    pub(crate) metrics: Option<u16>,
 }
 
 /// The name of kronjob replica `replica` of `replicas`: `kronjob` alone, else `kronjob-<i>`.
@@ -129,7 +129,7 @@ fn has_flag(argv: &[String], flag: &str) -> bool {
 /// measures a kind other than Job, every phase's kronjob may create each kind of the run
 /// (`--workload-kinds`, unless a `--manager-arg` sets it): the phases differ in their CronJobs
 /// alone.
-fn start_kronjob(
+pub(crate) fn start_kronjob(
     args: &Args,
     plane: &ControlPlane,
     replica: usize,
@@ -211,7 +211,7 @@ fn start_upstream(assets: &Assets, plane: &ControlPlane) -> Result<Controller, B
 
 /// Wait for /readyz (every kronjob replica: the last of them is the phase's) and for every
 /// CronJob's first status write after `start`: seconds after `start` for each.
-async fn startup(
+pub(crate) async fn startup(
     log: &SharedLog,
     names: &HashSet<String>,
     controllers: &mut [Controller],
@@ -263,7 +263,7 @@ fn all_ready(ready_at: &[Option<f64>]) -> Option<f64> {
 // ---------------------------------------------------------------------------------------------
 
 /// Unless within 2 s after a minute boundary, wait for 1 s after the next one.
-async fn after_minute_boundary() -> Result<(), BoxError> {
+pub(crate) async fn after_minute_boundary() -> Result<(), BoxError> {
     let now = Timestamp::now();
     if now.as_second().rem_euclid(60) > 2 {
         sleep_until(next_minute(now).checked_add(SignedDuration::from_secs(1))?).await;
@@ -272,7 +272,7 @@ async fn after_minute_boundary() -> Result<(), BoxError> {
 }
 
 /// Sleep until `at` (wall clock).
-async fn sleep_until(at: Timestamp) {
+pub(crate) async fn sleep_until(at: Timestamp) {
     let wait = at.duration_since(Timestamp::now());
     if let Ok(d) = Duration::try_from(wait) {
         tokio::time::sleep(d).await;
@@ -295,7 +295,7 @@ pub fn secs(d: SignedDuration) -> f64 {
 
 /// Create the CronJobs of `which` running `kind` in `ns`; their names and how long creating
 /// them took.
-async fn create_cronjobs(
+pub(crate) async fn create_cronjobs(
     client: &kube::Client,
     ns: &str,
     (which, kind): (Which, &Row),
@@ -312,7 +312,7 @@ async fn create_cronjobs(
         Which::Kronjob => {
             let api: Api<CronJob> = Api::namespaced(client.clone(), ns);
             objects::create_all(&api, names.len(), args.in_flight, |i| {
-                objects::kronjob_cronjob(ns, name(i), kind)
+                crate::spread::shape(&args.spread, objects::kronjob_cronjob(ns, name(i), kind))
             })
             .await?;
         }
@@ -328,7 +328,7 @@ async fn create_cronjobs(
 }
 
 /// The watches of a phase: its runs (of `kind`), its CronJobs' writes, and the Events.
-async fn watch(
+pub(crate) async fn watch(
     client: &kube::Client,
     ns: &str,
     (which, kind): (Which, &Row),

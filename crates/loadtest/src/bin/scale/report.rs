@@ -61,7 +61,7 @@ fn opt(v: Option<f64>, digits: usize) -> String {
     v.map_or("-".into(), |v| format!("{v:.digits$}"))
 }
 
-fn floor_row(out: &mut String, what: &str, f: &Floor) {
+pub(crate) fn floor_row(out: &mut String, what: &str, f: &Floor) {
     let _ = writeln!(
         out,
         "| {what} | {}: {} creates, {} in flight: {:.2} s ({:.0}/s); per create p50/p99/max {} ms{} |",

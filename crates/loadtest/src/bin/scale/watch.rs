@@ -26,10 +26,10 @@ const UPSTREAM_SCHEDULED_AT: &str = "batch.kubernetes.io/cronjob-scheduled-times
 pub struct Seen {
     pub name: String,
     /// The controlling owner's name (runs).
-    owner: Option<String>,
+    pub owner: Option<String>,
     /// The slot a run was created for.
-    scheduled: Option<Timestamp>,
-    arrived: Timestamp,
+    pub scheduled: Option<Timestamp>,
+    pub arrived: Timestamp,
 }
 
 /// Everything the watches saw, in arrival order.
