@@ -34,6 +34,7 @@ mod policy;
 mod rbac;
 mod resilience;
 mod schedule;
+mod startup;
 mod template;
 mod timed;
 #[path = "../tls_support/mod.rs"]
@@ -103,6 +104,7 @@ fn cases() -> Vec<(&'static str, CaseFn)> {
         rbac::cases(),
         resilience::cases(),
         schedule::cases(),
+        startup::cases(),
         template::cases(),
         timed::cases(),
         ttl::cases(),

@@ -66,6 +66,8 @@ pub struct Context {
     pub workloads: Workloads,
     /// The CronJobs' completion rules, compiled.
     pub completions: super::kind::Completions,
+    /// The Job templates found valid lately, not checked again.
+    pub verdicts: super::template::Verdicts,
 }
 
 impl std::fmt::Debug for Context {
@@ -159,6 +161,7 @@ impl Context {
             calendars: CalendarIndex::default(),
             workloads,
             completions: super::kind::Completions::default(),
+            verdicts: super::template::Verdicts::default(),
         };
         let background = Background {
             status,

@@ -4,8 +4,16 @@
 //! create refused as invalid (the check found nothing, or the webhook is off) recorded the
 //! same way. Either refusal plans `Ready=False` reason `InvalidJobTemplate`, one Warning Event,
 //! and no Job until the spec changes ([`plan::template`]).
+//!
+//! A template found valid is remembered ([`Verdicts`]), as the webhook remembers it: CronJobs
+//! of the namespace with the same template are not judged again for [`VERDICT_TTL`]. A
+//! manager starting on thousands of CronJobs made from one template (a chart, a generator)
+//! sends one dry run for them (a few, while the first is answered), not one each before their
+//! first status write. Only valid verdicts are reused: a create refused as invalid is still
+//! caught and recorded.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use crate::workload::Workload;
 use jiff::Timestamp;
@@ -15,7 +23,34 @@ use kube::ResourceExt;
 use super::context::Context;
 use super::plan::{self, Action};
 use crate::api::{CronJob, CronJobStatus};
-use crate::workload::{TemplateDryRun, Verdict, refusal_message};
+use crate::webhook::dry_run::{Expiring, VERDICT_TTL, VERDICTS, template_key};
+use crate::workload::{TemplateDryRun, Verdict, WorkloadType, refusal_message};
+
+/// The Job templates found valid, by namespace and template, for [`VERDICT_TTL`] (at most
+/// [`VERDICTS`], the least recently used forgotten first).
+#[derive(Debug)]
+pub struct Verdicts(Mutex<Expiring<()>>);
+
+impl Default for Verdicts {
+    fn default() -> Self {
+        Self(Mutex::new(Expiring::with_capacity(VERDICTS)))
+    }
+}
+
+impl Verdicts {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Expiring<()>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether `key`'s template was found valid within [`VERDICT_TTL`].
+    fn valid(&self, key: &[u8; 32]) -> bool {
+        self.lock().get(key, Instant::now()).is_some()
+    }
+
+    fn remember_valid(&self, key: [u8; 32]) {
+        self.lock().put(key, (), Instant::now() + VERDICT_TTL);
+    }
+}
 
 /// The plan, once the template of the CronJob's generation is checked: the first time a
 /// generation that schedules Jobs is seen (its status records no check yet), one dry-run create
@@ -50,8 +85,15 @@ pub async fn checked_plan(
         return planned;
     }
     let namespace = cj.metadata.namespace.as_deref().unwrap_or_default();
+    let key = template_key(namespace, &WorkloadType::job(), template);
+    if ctx.verdicts.valid(&key) {
+        return planned;
+    }
     let verdict = ctx.client.dry_run(namespace, template).await;
     ctx.metrics.template_checked(verdict.label());
+    if verdict == Verdict::Valid {
+        ctx.verdicts.remember_valid(key);
+    }
     match verdict {
         Verdict::Invalid(status) => {
             let message = refusal_message(&status);

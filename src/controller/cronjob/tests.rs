@@ -1002,3 +1002,66 @@ async fn the_failure_policys_suspension_writes_the_status_on_the_patched_version
     );
     assert_eq!(view.status, Some(planned));
 }
+
+/// A template found valid is not judged again for another CronJob of the namespace with the
+/// same template (a manager starting on thousands of CronJobs made from one template sends one
+/// dry run, not one each); a CronJob with another template is judged.
+#[tokio::test]
+async fn a_template_found_valid_is_not_judged_again_for_the_next_cronjob() {
+    let (h, script) = Harness::new(vec![]);
+    let other_status = |name: &'static str| {
+        Expect::patch(&format!(
+            "/apis/batch.kronjob.dev/v1/namespaces/ns/cronjobs/{name}/status"
+        ))
+        .answer(move |body| {
+            let mut cj = serde_json::to_value(cronjob("0 * * * *")).expect("json");
+            cj["metadata"]["name"] = json!(name);
+            cj["status"] = body["status"].clone();
+            cj["metadata"]["resourceVersion"] = json!("2");
+            (StatusCode::OK, cj)
+        })
+        .unordered()
+    };
+    let server = script.run(vec![
+        dry_run(),
+        Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], SLOT_JOB)),
+        event("SuccessfulCreate", "Normal"),
+        status_patch(|_| {}),
+        // The same template: no dry run.
+        Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], "same-24394200")),
+        Expect::post(EVENTS).unordered(),
+        other_status("same"),
+        // Another template: judged.
+        Expect::post(BATCH_CRONJOBS).query("&dryRun=All"),
+        Expect::post(JOBS).check(|b| assert_eq!(b["metadata"]["name"], "other-24394200")),
+        Expect::post(EVENTS).unordered(),
+        other_status("other"),
+    ]);
+    let named = |name: &str, image: &str| {
+        let mut cj = cronjob("0 * * * *");
+        cj.metadata.name = Some(name.into());
+        cj.metadata.uid = Some(format!("{name}-uid"));
+        if let Some(c) = cj
+            .spec
+            .job_template
+            .as_mut()
+            .and_then(|t| t.spec.as_mut())
+            .and_then(|s| s.template.spec.as_mut())
+            .and_then(|p| p.containers.first_mut())
+        {
+            c.image = Some(image.into());
+        }
+        cj
+    };
+    // Each after the one before has sent its Event and status (the script's order).
+    h.reconcile(cronjob("0 * * * *")).await.expect("first");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.reconcile(named("same", "busybox"))
+        .await
+        .expect("same template");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    h.reconcile(named("other", "alpine"))
+        .await
+        .expect("another template");
+    h.verdict(server).await;
+}

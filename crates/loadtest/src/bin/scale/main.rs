@@ -39,6 +39,10 @@
 //! buckets before a slot, and the API server's and etcd's memory and CPU beside kronjob's (see
 //! `spread.rs`).
 //!
+//! The start-up scenario: `--existing-jobs 3 --start-before 20` gives each CronJob three
+//! running Jobs before kronjob starts (as a replaced manager leaves them) and starts it 20 s
+//! before a slot, which is the first measured: start-up and that slot's skew in one run.
+//!
 //! It prints markdown tables, with the load average at the start and the end (on a shared
 //! machine, compare runs made under similar load), and writes them as JSON with `--json FILE`.
 
@@ -49,6 +53,7 @@ mod phase;
 mod process;
 mod report;
 mod spread;
+mod startup;
 mod watch;
 
 use std::path::PathBuf;
@@ -115,6 +120,14 @@ struct Args {
     /// Environment of every kronjob process, `KEY=VALUE` (repeatable).
     #[arg(long = "manager-env")]
     manager_env: Vec<String>,
+    /// Start-up scenario: running Jobs per CronJob made before kronjob starts (as a previous
+    /// manager left them), for the slots before the first measured one.
+    #[arg(long, default_value_t = 0)]
+    existing_jobs: u32,
+    /// Start-up scenario: start kronjob this many seconds before a slot (the first measured),
+    /// instead of at once after creating the CronJobs.
+    #[arg(long, value_parser = clap::value_parser!(u64).range(1..=55))]
+    start_before: Option<u64>,
     #[command(flatten)]
     spread: spread::SpreadArgs,
 }
@@ -263,6 +276,8 @@ async fn run(args: Args) -> Result<Report, BoxError> {
         floor_bare: bare,
         floors_watched: watched,
         phases,
+        existing_jobs: args.existing_jobs,
+        start_before_s: args.start_before,
     })
 }
 

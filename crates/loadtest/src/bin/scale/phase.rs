@@ -22,7 +22,7 @@ use crate::report::Spread;
 use crate::watch::{
     Record, SharedLog, all_written, lock, meta_api, meta_api_of, summarise_slot, watch_into,
 };
-use crate::{Args, BoxError, objects};
+use crate::{Args, BoxError, objects, startup};
 
 /// Which controller a phase runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -394,15 +394,20 @@ async fn strike(
     })
 }
 
-/// Each slot, summarised 55 s after it, with each controller's sample then; with `--fault`,
+/// Each slot from `first` (else the next one at least 5 s away), summarised 55 s after it,
+/// with each controller's sample then; with `--fault`,
 /// struck before the second slot (kronjob only), and how it recovered.
 async fn measure_slots(
     args: &Args,
     which: Which,
     mut at: Slots<'_>,
     samplers: &[Sampler],
+    first: Option<Timestamp>,
 ) -> Result<(Vec<Slot>, Vec<Vec<ProcSample>>, Option<Recovery>), BoxError> {
-    let first = next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?);
+    let first = match first {
+        Some(slot) => slot,
+        None => next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?),
+    };
     let mut slots = Vec::new();
     let mut per_replica: Vec<Vec<ProcSample>> = vec![Vec::new(); samplers.len()];
     let fault = args.fault.filter(|_| which == Which::Kronjob);
@@ -494,9 +499,19 @@ pub async fn run(
     // Create right after a minute boundary and start the controller at once: no slot falls
     // due before it starts, and its start-up has the rest of the minute.
     after_minute_boundary().await?;
+    let created = Timestamp::now();
     let (names, create_cronjobs_s) = create_cronjobs(&client, ns, (which, kind), args).await?;
+    let first_slot = match which {
+        Which::Kronjob => startup::first_slot(args)?,
+        Which::Upstream => None,
+    };
+    if which == Which::Kronjob && objects::is_job(kind) && args.existing_jobs > 0 {
+        let took = startup::existing_jobs(&client, ns, args, (first_slot, created)).await?;
+        eprintln!("existing Jobs created in {took:.1} s");
+    }
     let log: SharedLog = Arc::default();
     let watches = watch(&client, ns, (which, kind), &log).await;
+    startup::wait_to_start(args, first_slot).await?;
     let start = Timestamp::now();
     let mut controllers = match which {
         Which::Kronjob => (0..args.replicas)
@@ -527,7 +542,7 @@ pub async fn run(
         log: &log,
         names: &names,
     };
-    let (slots, per_replica, fault) = measure_slots(args, which, at, &samplers).await?;
+    let (slots, per_replica, fault) = measure_slots(args, which, at, &samplers, first_slot).await?;
     let replicas = replicas_at_end(&controllers, &samplers, per_replica).await;
     for c in &mut controllers {
         c.proc.stop(Duration::from_secs(30));

@@ -55,6 +55,10 @@ pub struct Report {
     /// The runs kronjob makes, of each kind measured (Jobs first), watched as the slots' are.
     pub floors_watched: Vec<Floor>,
     pub phases: Vec<Phase>,
+    /// The start-up scenario, when one was asked for: running Jobs per CronJob before the
+    /// start, and how long before the first measured slot kronjob started.
+    pub existing_jobs: u32,
+    pub start_before_s: Option<u64>,
 }
 
 fn opt(v: Option<f64>, digits: usize) -> String {
@@ -268,6 +272,17 @@ impl Report {
             "{} CronJobs on `* * * * *`, {} slots{replicas}, kronjob from {}; load average {} at the start, {} at the end\n",
             self.cronjobs, self.slots, self.kronjob, self.load_before, self.load_after
         );
+        if self.existing_jobs > 0 || self.start_before_s.is_some() {
+            let _ = writeln!(
+                out,
+                "start-up scenario: {} running Jobs per CronJob before kronjob started, {}\n",
+                self.existing_jobs,
+                self.start_before_s
+                    .map_or("at once after the CronJobs were created".into(), |s| {
+                        format!("{s} s before the first measured slot")
+                    })
+            );
+        }
         let _ = writeln!(out, "| floor | |\n|---|---|");
         floor_row(&mut out, "bare Jobs", &self.floor_bare);
         for f in &self.floors_watched {
