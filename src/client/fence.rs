@@ -32,22 +32,59 @@ pub struct Fenced;
 
 /// Until when writes may be sent; closed (no writes) until opened. Cheap to clone (shared).
 #[derive(Debug, Clone, Default)]
-pub struct Fence(Arc<Mutex<Option<Instant>>>);
+pub struct Fence(Arc<Mutex<State>>);
+
+#[derive(Debug, Default)]
+struct State {
+    deadline: Option<Instant>,
+    /// Writes given up on (at the deadline, or dropped unanswered) since the fence was opened:
+    /// the API server may still carry them out.
+    abandoned: usize,
+}
+
+/// A write sent: counted as abandoned if dropped before it was answered.
+struct Sent<'a> {
+    fence: &'a Fence,
+    answered: bool,
+}
+
+impl Drop for Sent<'_> {
+    fn drop(&mut self) {
+        if !self.answered {
+            self.fence.state().abandoned += 1;
+        }
+    }
+}
 
 impl Fence {
-    /// Allow writes until `deadline`.
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Allow writes until `deadline`. Opening a closed fence starts a new term: nothing was
+    /// abandoned in it yet.
     pub fn open_until(&self, deadline: Instant) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(deadline);
+        let mut state = self.state();
+        if state.deadline.is_none() {
+            state.abandoned = 0;
+        }
+        state.deadline = Some(deadline);
     }
 
     /// Allow no more writes.
     pub fn close(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state().deadline = None;
+    }
+
+    /// Whether a write was given up on unanswered since the fence was opened (it may still
+    /// reach the API server).
+    pub fn abandoned(&self) -> bool {
+        self.state().abandoned > 0
     }
 
     /// The deadline, while it has not passed.
     pub fn deadline(&self) -> Option<Instant> {
-        let deadline = (*self.0.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let deadline = self.state().deadline?;
         (Instant::now() < deadline).then_some(deadline)
     }
 
@@ -57,7 +94,7 @@ impl Fence {
     }
 
     /// Run `write` while the fence is open: [`Fenced`] if it is closed, or closes before
-    /// `write` is done (then `write` is dropped).
+    /// `write` is done (then `write` is dropped, and counted as abandoned).
     pub async fn guard<T, E>(
         &self,
         write: impl Future<Output = Result<T, E>>,
@@ -68,10 +105,17 @@ impl Fence {
         let Some(mut deadline) = self.deadline() else {
             return Err(Fenced.into());
         };
+        let mut sent = Sent {
+            fence: self,
+            answered: false,
+        };
         tokio::pin!(write);
         loop {
             tokio::select! {
-                done = &mut write => return done.map_err(Into::into),
+                done = &mut write => {
+                    sent.answered = true;
+                    return done.map_err(Into::into);
+                }
                 () = tokio::time::sleep_until(deadline) => {}
             }
             // Moved on by a renewal meanwhile, or passed.
@@ -155,5 +199,35 @@ mod tests {
         fence.open_until(Instant::now() + Duration::from_secs(10));
         fence.close();
         assert!(fence.guard(quick()).await.is_err(), "closed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_dropped_or_given_up_unanswered_counts_as_abandoned_until_a_new_term() {
+        let fence = Fence::default();
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        let quick = fence.guard(async { Ok::<_, BoxError>(1) }).await;
+        assert_eq!(quick.expect("answered"), 1);
+        assert!(!fence.abandoned(), "every write was answered");
+        // Dropped unanswered (its task stopped by the drain's limit): it may still land.
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(100),
+            fence.guard(std::future::pending::<Result<(), BoxError>>()),
+        );
+        assert!(dropped.await.is_err());
+        assert!(fence.abandoned());
+        // Renewed: the same term, still abandoned.
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(fence.abandoned());
+        // Closed and opened again: a new term.
+        fence.close();
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(!fence.abandoned());
+        // Given up on at the deadline.
+        fence.open_until(Instant::now() + Duration::from_secs(1));
+        let hung = fence
+            .guard(std::future::pending::<Result<(), BoxError>>())
+            .await;
+        assert!(hung.expect_err("past the deadline").is::<Fenced>());
+        assert!(fence.abandoned());
     }
 }
