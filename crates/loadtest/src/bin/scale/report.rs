@@ -246,6 +246,20 @@ impl Report {
         {
             let _ = writeln!(out, "\n{} fault: {}", p.controller, fault.show());
         }
+        for p in &self.phases {
+            if let Some(f) = &p.failover {
+                let _ = writeln!(out, "\n{} failover: {}", p.controller, f.show());
+            }
+            for (i, w) in p.writes.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{} slot {}: writes per CronJob {}",
+                    p.controller,
+                    i + 1,
+                    crate::failover::show_writes(w)
+                );
+            }
+        }
         self.slot_table(&mut out);
         for p in self.phases.iter().filter(|p| p.replicas.len() > 1) {
             replica_table(&mut out, &p.controller, &p.replicas);
