@@ -277,7 +277,7 @@ where
             token.cancel();
             return running.await;
         }
-        info!(identity = %config.identity, "leading: starting controllers");
+        info!(identity = %config.identity, "leading: the controllers act");
         health.set_leader(true);
         leads.send_replace(true);
         let outcome = tokio::select! {
