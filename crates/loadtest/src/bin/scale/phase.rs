@@ -371,7 +371,13 @@ async fn fail_over(
         })
         .collect();
     let pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
-    let exited = |i: usize| !std::path::Path::new(&format!("/proc/{}/stat", pids[i])).exists();
+    // Gone, or a zombie (this tool reaps it only when the phase ends).
+    let exited = |i: usize| {
+        std::fs::read_to_string(format!("/proc/{}/stat", pids[i]))
+            .ok()
+            .and_then(|stat| Some(stat[stat.rfind(')')? + 2..].starts_with('Z')))
+            .unwrap_or(true)
+    };
     let done = failover::strike(stop, before, slot, sharded, &targets, exited).await?;
     eprintln!("{}", done.show());
     Ok(Some(done))
