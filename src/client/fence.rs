@@ -32,11 +32,15 @@ pub struct Fenced;
 
 /// Until when writes may be sent; closed (no writes) until opened. Cheap to clone (shared).
 #[derive(Debug, Clone, Default)]
-pub struct Fence(Arc<Mutex<State>>);
+pub struct Fence(Arc<(Mutex<State>, tokio::sync::Notify)>);
 
 #[derive(Debug, Default)]
 struct State {
     deadline: Option<Instant>,
+    /// No new write is sent; those in flight go on until the deadline.
+    refusing: bool,
+    /// Writes sent and not yet answered or given up on.
+    in_flight: usize,
     /// Writes given up on (at the deadline, or dropped unanswered) since the fence was opened:
     /// the API server may still carry them out.
     abandoned: usize,
@@ -50,15 +54,19 @@ struct Sent<'a> {
 
 impl Drop for Sent<'_> {
     fn drop(&mut self) {
+        let mut state = self.fence.state();
+        state.in_flight -= 1;
         if !self.answered {
-            self.fence.state().abandoned += 1;
+            state.abandoned += 1;
         }
+        drop(state);
+        self.fence.0.1.notify_waiters();
     }
 }
 
 impl Fence {
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
-        self.0.lock().unwrap_or_else(|e| e.into_inner())
+        self.0.0.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Allow writes until `deadline`. Opening a closed fence starts a new term: nothing was
@@ -69,6 +77,29 @@ impl Fence {
             state.abandoned = 0;
         }
         state.deadline = Some(deadline);
+        state.refusing = false;
+    }
+
+    /// Send no new write; those in flight may finish (until the deadline).
+    pub fn refuse_new(&self) {
+        self.state().refusing = true;
+    }
+
+    /// Wait until no write is in flight, for `limit` at most: whether none is.
+    pub async fn settled(&self, limit: std::time::Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let ended = self.0.1.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.state().in_flight == 0 {
+                return true;
+            }
+            tokio::select! {
+                () = ended => {}
+                () = tokio::time::sleep_until(until) => return self.state().in_flight == 0,
+            }
+        }
     }
 
     /// Allow no more writes.
@@ -90,7 +121,7 @@ impl Fence {
 
     /// Whether writes may be sent now.
     pub fn is_open(&self) -> bool {
-        self.deadline().is_some()
+        !self.state().refusing && self.deadline().is_some()
     }
 
     /// Run `write` while the fence is open: [`Fenced`] if it is closed, or closes before
@@ -102,8 +133,15 @@ impl Fence {
     where
         E: Into<BoxError>,
     {
-        let Some(mut deadline) = self.deadline() else {
-            return Err(Fenced.into());
+        let mut deadline = {
+            let mut state = self.state();
+            match state.deadline.filter(|d| Instant::now() < *d) {
+                Some(deadline) if !state.refusing => {
+                    state.in_flight += 1;
+                    deadline
+                }
+                _ => return Err(Fenced.into()),
+            }
         };
         let mut sent = Sent {
             fence: self,
@@ -229,5 +267,42 @@ mod tests {
             .await;
         assert!(hung.expect_err("past the deadline").is::<Fenced>());
         assert!(fence.abandoned());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusing_new_writes_lets_those_in_flight_finish_and_says_when_none_is_left() {
+        let fence = Fence::default();
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(fence.settled(Duration::ZERO).await, "nothing in flight");
+        let in_flight = {
+            let fence = fence.clone();
+            tokio::spawn(async move {
+                let slow = async {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Ok::<_, BoxError>(9)
+                };
+                fence
+                    .guard(slow)
+                    .await
+                    .expect("sent before refusing: finishes")
+            })
+        };
+        tokio::task::yield_now().await;
+        fence.refuse_new();
+        assert!(!fence.is_open());
+        let refused = fence.guard(async { Ok::<_, BoxError>(1) }).await;
+        assert!(refused.expect_err("refused").is::<Fenced>());
+        let started = Instant::now();
+        assert!(
+            !fence.settled(Duration::from_millis(500)).await,
+            "in flight at 0.5 s"
+        );
+        assert!(
+            fence.settled(Duration::from_secs(5)).await,
+            "answered at 1 s"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+        assert_eq!(in_flight.await.expect("joined"), 9);
+        assert!(!fence.abandoned(), "refused writes were never sent");
     }
 }

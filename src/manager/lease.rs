@@ -231,9 +231,9 @@ impl Elector {
 /// through its `leading` receiver when it does: a standby keeps its caches warm and acts the
 /// moment it holds the Lease. While it leads, `fence` is open until its renew deadline; when
 /// leadership is lost, `fence` closes, `work`'s token is cancelled and a new standby `work`
-/// starts (nothing of a term that led carries over); on shutdown the leader stops acting, lets
-/// `work` drain (its queued status writes land) and releases the Lease. `work` failing (a
-/// controller stopped on its own) ends the election with its error.
+/// starts (nothing of a term that led carries over); on shutdown the leader stops acting and
+/// writing, releases the Lease once its writes in flight are answered, and lets `work` drain.
+/// `work` failing (a controller stopped on its own) ends the election with its error.
 pub async fn lead<F, Fut>(
     api: Option<Api<Lease>>,
     config: Option<LeaseConfig>,
@@ -292,9 +292,9 @@ where
             }
         };
         if outcome.is_none() && shutdown.is_cancelled() {
-            // A graceful stop (a rollout): act no more from now on; what is in flight and the
-            // status writes already queued finish while the controllers drain.
+            // A graceful stop (a rollout): hand over now, not after the drain.
             leads.send_replace(false);
+            hand_over(&mut elector, &config, &fence).await;
         }
         let result = match outcome {
             Some(result) => result,
@@ -311,6 +311,24 @@ where
             return result;
         }
     }
+}
+
+/// How long a leader stopping gracefully waits for its writes in flight before it hands over.
+pub const HANDOVER_SETTLE: Duration = Duration::from_secs(2);
+
+/// A graceful stop of the leader: send no new write (the status writes and Events still
+/// queued from the last slot are left to the next leader, which reconciles every CronJob when
+/// it takes over), wait for the writes in flight to be answered ([`HANDOVER_SETTLE`] at most),
+/// close the fence and release the Lease; a standby takes over at its next retry instead of
+/// after this replica's drain (at a slot's scale, its queued status writes alone take tens of
+/// seconds).
+async fn hand_over(elector: &mut Elector, config: &LeaseConfig, fence: &Fence) {
+    fence.refuse_new();
+    if !fence.settled(HANDOVER_SETTLE).await {
+        warn!(lease = %config.name, "writes still unanswered at the handover: given up on");
+    }
+    fence.close();
+    release(elector, config, fence).await;
 }
 
 /// Release the Lease if this replica still holds it, so a standby takes over at its next retry,
