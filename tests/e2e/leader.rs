@@ -30,9 +30,9 @@ fn failover_cronjobs() -> usize {
 /// 3 s of the signal, before the slot, and runs the slot for every CronJob once; the slot's
 /// Jobs come no later than 5 s after the steady slot's last one did (printed: both slots'
 /// creation p50/p99/max after the slot, the handover, and each replica's memory). Guards the
-/// release on SIGTERM and the warm standby: without the release the standby leads only after
-/// the leader's drain; without warm caches it lists everything after leading, behind the
-/// slot.
+/// warm standby (before the SIGTERM the standby's cache holds every CronJob; without it, none)
+/// and the handover on SIGTERM (without the release the standby leads only when the Lease
+/// expires, after the slot).
 pub async fn a_rollout_hands_over_to_a_warm_standby_before_the_slot(ctx: Ctx) {
     let env = Env::new(&ctx).await;
     let lease = [
@@ -63,6 +63,18 @@ pub async fn a_rollout_hands_over_to_a_warm_standby_before_the_slot(ctx: Ctx) {
         created.iter().map(|c| c - slot * 60).collect()
     };
     let (s50, s99, smax) = spread(&after(&created, steady));
+    // The standby's caches are warm: it holds every CronJob before it leads.
+    let cached = crate::harness::metric_sum(
+        &standby.metrics_text().await,
+        "kronjob_managed_cronjobs",
+        &[],
+    );
+    assert!(!leads(&standby).await, "the second manager stands by");
+    assert_eq!(
+        cached as usize,
+        names.len(),
+        "the standby's CronJob cache before it leads"
+    );
     let rss = (rss_mib(leader.pid()), rss_mib(standby.pid()));
     let (samples, sampler) = sample_leaders(
         vec![leader.metrics, standby.metrics],
