@@ -77,11 +77,18 @@ fn replica(
         Health::new(false),
         fence.clone(),
         shutdown.clone(),
-        move |token| {
+        move |token: CancellationToken, mut leading: watch::Receiver<bool>| {
             let tx = tx.clone();
             let leaders = leaders.clone();
             let writes = writes.clone();
             async move {
+                // A standby's controllers run, and act once it leads.
+                tokio::select! {
+                    led = leading.wait_for(|leads| *leads) => {
+                        led.expect("the election tells its standby");
+                    }
+                    () = token.cancelled() => return Ok(()),
+                }
                 let together = leaders.fetch_add(1, Ordering::SeqCst) + 1;
                 assert_eq!(together, 1, "two replicas lead at once");
                 assert!(writes.is_open(), "a leader's writes are open");

@@ -32,32 +32,100 @@ pub struct Fenced;
 
 /// Until when writes may be sent; closed (no writes) until opened. Cheap to clone (shared).
 #[derive(Debug, Clone, Default)]
-pub struct Fence(Arc<Mutex<Option<Instant>>>);
+pub struct Fence(Arc<(Mutex<State>, tokio::sync::Notify)>);
+
+#[derive(Debug, Default)]
+struct State {
+    deadline: Option<Instant>,
+    /// No new write is sent; those in flight go on until the deadline.
+    refusing: bool,
+    /// Writes sent and not yet answered or given up on.
+    in_flight: usize,
+    /// Writes given up on (at the deadline, or dropped unanswered) since the fence was opened:
+    /// the API server may still carry them out.
+    abandoned: usize,
+}
+
+/// A write sent: counted as abandoned if dropped before it was answered.
+struct Sent<'a> {
+    fence: &'a Fence,
+    answered: bool,
+}
+
+impl Drop for Sent<'_> {
+    fn drop(&mut self) {
+        let mut state = self.fence.state();
+        state.in_flight -= 1;
+        if !self.answered {
+            state.abandoned += 1;
+        }
+        drop(state);
+        self.fence.0.1.notify_waiters();
+    }
+}
 
 impl Fence {
-    /// Allow writes until `deadline`.
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        self.0.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Allow writes until `deadline`. Opening a closed fence starts a new term: nothing was
+    /// abandoned in it yet.
     pub fn open_until(&self, deadline: Instant) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = Some(deadline);
+        let mut state = self.state();
+        if state.deadline.is_none() {
+            state.abandoned = 0;
+        }
+        state.deadline = Some(deadline);
+        state.refusing = false;
+    }
+
+    /// Send no new write; those in flight may finish (until the deadline).
+    pub fn refuse_new(&self) {
+        self.state().refusing = true;
+    }
+
+    /// Wait until no write is in flight, for `limit` at most: whether none is.
+    pub async fn settled(&self, limit: std::time::Duration) -> bool {
+        let until = Instant::now() + limit;
+        loop {
+            let ended = self.0.1.notified();
+            tokio::pin!(ended);
+            ended.as_mut().enable();
+            if self.state().in_flight == 0 {
+                return true;
+            }
+            tokio::select! {
+                () = ended => {}
+                () = tokio::time::sleep_until(until) => return self.state().in_flight == 0,
+            }
+        }
     }
 
     /// Allow no more writes.
     pub fn close(&self) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        self.state().deadline = None;
+    }
+
+    /// Whether a write was given up on unanswered since the fence was opened (it may still
+    /// reach the API server).
+    pub fn abandoned(&self) -> bool {
+        self.state().abandoned > 0
     }
 
     /// The deadline, while it has not passed.
     pub fn deadline(&self) -> Option<Instant> {
-        let deadline = (*self.0.lock().unwrap_or_else(|e| e.into_inner()))?;
+        let deadline = self.state().deadline?;
         (Instant::now() < deadline).then_some(deadline)
     }
 
     /// Whether writes may be sent now.
     pub fn is_open(&self) -> bool {
-        self.deadline().is_some()
+        !self.state().refusing && self.deadline().is_some()
     }
 
     /// Run `write` while the fence is open: [`Fenced`] if it is closed, or closes before
-    /// `write` is done (then `write` is dropped).
+    /// `write` is done (then `write` is dropped, and counted as abandoned).
     pub async fn guard<T, E>(
         &self,
         write: impl Future<Output = Result<T, E>>,
@@ -65,13 +133,27 @@ impl Fence {
     where
         E: Into<BoxError>,
     {
-        let Some(mut deadline) = self.deadline() else {
-            return Err(Fenced.into());
+        let mut deadline = {
+            let mut state = self.state();
+            match state.deadline.filter(|d| Instant::now() < *d) {
+                Some(deadline) if !state.refusing => {
+                    state.in_flight += 1;
+                    deadline
+                }
+                _ => return Err(Fenced.into()),
+            }
+        };
+        let mut sent = Sent {
+            fence: self,
+            answered: false,
         };
         tokio::pin!(write);
         loop {
             tokio::select! {
-                done = &mut write => return done.map_err(Into::into),
+                done = &mut write => {
+                    sent.answered = true;
+                    return done.map_err(Into::into);
+                }
                 () = tokio::time::sleep_until(deadline) => {}
             }
             // Moved on by a renewal meanwhile, or passed.
@@ -155,5 +237,72 @@ mod tests {
         fence.open_until(Instant::now() + Duration::from_secs(10));
         fence.close();
         assert!(fence.guard(quick()).await.is_err(), "closed");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_write_dropped_or_given_up_unanswered_counts_as_abandoned_until_a_new_term() {
+        let fence = Fence::default();
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        let quick = fence.guard(async { Ok::<_, BoxError>(1) }).await;
+        assert_eq!(quick.expect("answered"), 1);
+        assert!(!fence.abandoned(), "every write was answered");
+        // Dropped unanswered (its task stopped by the drain's limit): it may still land.
+        let dropped = tokio::time::timeout(
+            Duration::from_millis(100),
+            fence.guard(std::future::pending::<Result<(), BoxError>>()),
+        );
+        assert!(dropped.await.is_err());
+        assert!(fence.abandoned());
+        // Renewed: the same term, still abandoned.
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(fence.abandoned());
+        // Closed and opened again: a new term.
+        fence.close();
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(!fence.abandoned());
+        // Given up on at the deadline.
+        fence.open_until(Instant::now() + Duration::from_secs(1));
+        let hung = fence
+            .guard(std::future::pending::<Result<(), BoxError>>())
+            .await;
+        assert!(hung.expect_err("past the deadline").is::<Fenced>());
+        assert!(fence.abandoned());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn refusing_new_writes_lets_those_in_flight_finish_and_says_when_none_is_left() {
+        let fence = Fence::default();
+        fence.open_until(Instant::now() + Duration::from_secs(10));
+        assert!(fence.settled(Duration::ZERO).await, "nothing in flight");
+        let in_flight = {
+            let fence = fence.clone();
+            tokio::spawn(async move {
+                let slow = async {
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                    Ok::<_, BoxError>(9)
+                };
+                fence
+                    .guard(slow)
+                    .await
+                    .expect("sent before refusing: finishes")
+            })
+        };
+        tokio::task::yield_now().await;
+        fence.refuse_new();
+        assert!(!fence.is_open());
+        let refused = fence.guard(async { Ok::<_, BoxError>(1) }).await;
+        assert!(refused.expect_err("refused").is::<Fenced>());
+        let started = Instant::now();
+        assert!(
+            !fence.settled(Duration::from_millis(500)).await,
+            "in flight at 0.5 s"
+        );
+        assert!(
+            fence.settled(Duration::from_secs(5)).await,
+            "answered at 1 s"
+        );
+        assert_eq!(started.elapsed(), Duration::from_secs(1));
+        assert_eq!(in_flight.await.expect("joined"), 9);
+        assert!(!fence.abandoned(), "refused writes were never sent");
     }
 }

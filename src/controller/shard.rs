@@ -212,6 +212,9 @@ pub struct ShardView {
     /// The caches that must list with an assignment before it counts, and the last
     /// assignment all of them listed with.
     listed: Option<Arc<Listings>>,
+    /// With `--leader-elect`: whether this replica leads. A standby keeps its caches warm and
+    /// owns nothing until it leads (`None`: it schedules whenever it runs).
+    leading: Option<watch::Receiver<bool>>,
     /// The shard metrics.
     pub metrics: ShardMetrics,
 }
@@ -257,8 +260,27 @@ impl ShardView {
         Self {
             assignment: None,
             listed: None,
+            leading: None,
             metrics,
         }
+    }
+
+    /// This view, owning nothing while `leading` says `false`: the controllers of a standby
+    /// run on warm caches and schedule from the moment it leads.
+    #[must_use]
+    pub fn led_by(mut self, leading: watch::Receiver<bool>) -> Self {
+        self.leading = Some(leading);
+        self
+    }
+
+    /// Whether this replica may act now: it leads, or runs without leader election.
+    pub fn is_leading(&self) -> bool {
+        self.leading.as_ref().is_none_or(|l| *l.borrow())
+    }
+
+    /// A receiver of the leadership (`None`: no leader election).
+    pub fn subscribe_leading(&self) -> Option<watch::Receiver<bool>> {
+        self.leading.clone()
     }
 
     /// A view of the assignments published on `assignment`.
@@ -270,6 +292,7 @@ impl ShardView {
                 caches: std::sync::Mutex::new(Vec::new()),
                 all,
             })),
+            leading: None,
             metrics,
         }
     }
@@ -304,18 +327,24 @@ impl ShardView {
         self.listed.as_ref().map(|l| Arc::clone(&l.all.borrow()))
     }
 
-    /// Whether this replica schedules `cj` now (always without `--sharding`).
+    /// Whether this replica schedules `cj` now (always without `--sharding`, while it leads).
     pub fn owns_cronjob(&self, cj: &impl kube::Resource) -> bool {
-        !self.is_sharded()
-            || self.owns(&key(
-                cj.meta().namespace.as_deref().unwrap_or_default(),
-                cj.meta().name.as_deref().unwrap_or_default(),
-            ))
+        if !self.is_sharded() {
+            return self.is_leading();
+        }
+        self.owns(&key(
+            cj.meta().namespace.as_deref().unwrap_or_default(),
+            cj.meta().name.as_deref().unwrap_or_default(),
+        ))
     }
 
     /// Whether this replica owns `key` now: by the current assignment and by the one its
-    /// caches have listed with (when no cache is registered, by the current one alone).
+    /// caches have listed with (when no cache is registered, by the current one alone); and
+    /// never while it stands by for leadership.
     pub fn owns(&self, key: &str) -> bool {
+        if !self.is_leading() {
+            return false;
+        }
         let Some(current) = self.assignment.as_ref() else {
             return true;
         };

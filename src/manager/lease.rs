@@ -27,6 +27,7 @@ use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{MicroTime, ObjectMeta};
 use kube::Api;
 use kube::api::PostParams;
+use tokio::sync::watch;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::{info, warn};
@@ -226,10 +227,13 @@ impl Elector {
 }
 
 /// Run `work` whenever this replica leads, until `shutdown`; without a lease config the
-/// replica leads for its whole life. While it leads, `fence` is open until its renew deadline;
-/// when leadership is lost, `fence` closes, `work`'s token is cancelled and the replica waits
-/// to lead again; on shutdown the Lease is released once `work` has drained. `work` failing (a
-/// controller stopped on its own) ends the election with its error.
+/// replica leads for its whole life. `work` starts before this replica leads and is told
+/// through its `leading` receiver when it does: a standby keeps its caches warm and acts the
+/// moment it holds the Lease. While it leads, `fence` is open until its renew deadline; when
+/// leadership is lost, `fence` closes, `work`'s token is cancelled and a new standby `work`
+/// starts (nothing of a term that led carries over); on shutdown the leader stops acting and
+/// writing, releases the Lease once its writes in flight are answered, and lets `work` drain.
+/// `work` failing (a controller stopped on its own) ends the election with its error.
 pub async fn lead<F, Fut>(
     api: Option<Api<Lease>>,
     config: Option<LeaseConfig>,
@@ -240,39 +244,42 @@ pub async fn lead<F, Fut>(
     mut work: F,
 ) -> Result<(), TaskError>
 where
-    F: FnMut(CancellationToken) -> Fut,
+    F: FnMut(CancellationToken, watch::Receiver<bool>) -> Fut,
     Fut: Future<Output = Result<(), TaskError>>,
 {
     let (Some(api), Some(config)) = (api, config) else {
         health.set_leader(true);
-        let result = work(shutdown.child_token()).await;
+        let (_leads, leading) = watch::channel(true);
+        let result = work(shutdown.child_token(), leading).await;
         health.set_leader(false);
         return result;
     };
     let mut elector = Elector::new(api, config.clone(), clock);
     info!(lease = %config.name, namespace = %config.namespace, identity = %config.identity, "waiting for leadership");
     loop {
-        // Follow until the Lease is ours.
-        loop {
-            let sent = Instant::now();
-            match attempt(&mut elector, &config, None, &shutdown).await {
-                Attempt::Held => {
-                    fence.open_until(sent + config.renew_deadline);
-                    break;
-                }
-                Attempt::NotHeld | Attempt::Failed => {}
-                Attempt::Shutdown => return Ok(()),
-            }
-            tokio::select! {
-                () = shutdown.cancelled() => return Ok(()),
-                () = tokio::time::sleep(crate::backoff::lease_retry(config.retry_period)) => {}
-            }
-        }
-        info!(identity = %config.identity, "leading: starting controllers");
-        health.set_leader(true);
+        let (leads, leading) = watch::channel(false);
         let token = shutdown.child_token();
-        let running = work(token.clone());
+        let running = work(token.clone(), leading);
         tokio::pin!(running);
+        // Stand by (the controllers' caches filling) until the Lease is ours.
+        let acquired = tokio::select! {
+            result = &mut running => {
+                // Stopped with the process, or a standby's controllers ended on their own.
+                result?;
+                if shutdown.is_cancelled() {
+                    return Ok(());
+                }
+                return Err(TaskError::Ended(super::tasks::CONTROLLERS));
+            }
+            acquired = follow(&mut elector, &config, &fence, &shutdown) => acquired,
+        };
+        if !acquired {
+            token.cancel();
+            return running.await;
+        }
+        info!(identity = %config.identity, "leading: the controllers act");
+        health.set_leader(true);
+        leads.send_replace(true);
         let outcome = tokio::select! {
             result = &mut running => Some(result),
             lost = renew_until_lost(&mut elector, &config, &fence, &shutdown) => {
@@ -284,6 +291,11 @@ where
                 None
             }
         };
+        if outcome.is_none() && shutdown.is_cancelled() {
+            // A graceful stop (a rollout): hand over now, not after the drain.
+            leads.send_replace(false);
+            hand_over(&mut elector, &config, &fence).await;
+        }
         let result = match outcome {
             Some(result) => result,
             None => {
@@ -292,16 +304,74 @@ where
             }
         };
         health.set_leader(false);
+        fence.close();
         if shutdown.is_cancelled() || result.is_err() {
             // Drained: nothing of this term writes any more.
-            fence.close();
-            match elector.release().await {
-                Ok(()) => info!(lease = %config.name, "lease released"),
-                Err(e) => warn!(error = %e, lease = %config.name, "cannot release the lease"),
-            }
+            release(&mut elector, &config, &fence).await;
             return result;
         }
-        fence.close();
+    }
+}
+
+/// How long a leader stopping gracefully waits for its writes in flight before it hands over.
+pub const HANDOVER_SETTLE: Duration = Duration::from_secs(2);
+
+/// A graceful stop of the leader: send no new write (the status writes and Events still
+/// queued from the last slot are left to the next leader, which reconciles every CronJob when
+/// it takes over), wait for the writes in flight to be answered ([`HANDOVER_SETTLE`] at most),
+/// close the fence and release the Lease; a standby takes over at its next retry instead of
+/// after this replica's drain (at a slot's scale, its queued status writes alone take tens of
+/// seconds).
+async fn hand_over(elector: &mut Elector, config: &LeaseConfig, fence: &Fence) {
+    fence.refuse_new();
+    if !fence.settled(HANDOVER_SETTLE).await {
+        warn!(lease = %config.name, "writes still unanswered at the handover: given up on");
+    }
+    fence.close();
+    release(elector, config, fence).await;
+}
+
+/// Release the Lease if this replica still holds it, so a standby takes over at its next retry,
+/// unless a write of the term was given up on unanswered (the drain's limit, a hung request):
+/// the API server may still carry it out, so the Lease is left to expire, and a standby takes
+/// it no earlier than a lease duration after the last renewal, as when the leader dies.
+async fn release(elector: &mut Elector, config: &LeaseConfig, fence: &Fence) {
+    if !elector.holds() {
+        return;
+    }
+    if fence.abandoned() {
+        warn!(lease = %config.name, "a write was given up on unanswered: the lease is left to expire");
+        elector.observed = None;
+        return;
+    }
+    match elector.release().await {
+        Ok(()) => info!(lease = %config.name, "lease released"),
+        Err(e) => warn!(error = %e, lease = %config.name, "cannot release the lease"),
+    }
+}
+
+/// Follow until this replica holds the Lease (`true`, with `fence` open until its renew
+/// deadline) or the process stops (`false`).
+async fn follow(
+    elector: &mut Elector,
+    config: &LeaseConfig,
+    fence: &Fence,
+    shutdown: &CancellationToken,
+) -> bool {
+    loop {
+        let sent = Instant::now();
+        match attempt(elector, config, None, shutdown).await {
+            Attempt::Held => {
+                fence.open_until(sent + config.renew_deadline);
+                return true;
+            }
+            Attempt::NotHeld | Attempt::Failed => {}
+            Attempt::Shutdown => return false,
+        }
+        tokio::select! {
+            () = shutdown.cancelled() => return false,
+            () = tokio::time::sleep(crate::backoff::lease_retry(config.retry_period)) => {}
+        }
     }
 }
 
@@ -577,11 +647,18 @@ mod tests {
         let work = {
             let stopped = Arc::clone(&stopped);
             let fence = fence.clone();
-            move |token: CancellationToken| {
+            move |token: CancellationToken, mut leading: watch::Receiver<bool>| {
                 let stopped = Arc::clone(&stopped);
                 let fence = fence.clone();
                 async move {
-                    assert!(fence.is_open(), "the fence opens before the work starts");
+                    tokio::select! {
+                        led = leading.wait_for(|leads| *leads) => {
+                            led.expect("told");
+                        }
+                        // A standby term that never led.
+                        () = token.cancelled() => return Ok(()),
+                    }
+                    assert!(fence.is_open(), "the fence opens before the work acts");
                     token.cancelled().await;
                     *stopped.lock().expect("lock") = Some((start.elapsed(), fence.is_open()));
                     Ok(())

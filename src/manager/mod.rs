@@ -434,7 +434,7 @@ impl Manager {
             Arc::clone(&self.health),
             fence,
             self.shutdown.clone(),
-            move |token| controllers.term(token),
+            move |token, leading| controllers.term(token, leading),
         );
         self.tasks.spawn(tasks::CONTROLLERS, async move {
             // Once the controllers are done (or this task is gone), the shard Lease may go.
@@ -538,30 +538,36 @@ struct Controllers {
 impl Controllers {
     /// One leadership term: the CronJob controller, the TTL controller (unless disabled) and
     /// the watch that marks the caches synced once both have listed, as tasks, until `token`
-    /// is cancelled (then drained within [`DRAIN_LIMIT`]) or one of them ends.
+    /// is cancelled (then drained within [`DRAIN_LIMIT`]) or one of them ends. They start
+    /// before the replica leads, to fill their caches, and act only while `leading` says so.
     fn term(
         &self,
         token: CancellationToken,
+        leading: tokio::sync::watch::Receiver<bool>,
     ) -> impl std::future::Future<Output = Result<(), TaskError>> + Send + use<> {
-        let mut set = TaskSet::new(&self.shared.tasks, token.clone());
+        let shared = Shared {
+            shard: self.shared.shard.clone().led_by(leading),
+            ..self.shared.clone()
+        };
+        let mut set = TaskSet::new(&shared.tasks, token.clone());
         let (synced, listed) = oneshot::channel();
         // The TTL controller's Jobs are the owner index's (`--ttl-jobs=owned`): one watch.
         let (tap, tapped) = match self.ttl.ttl_jobs {
             ttl::TtlScope::Owned => {
-                let (tap, tapped) = ttl::job_tap(Arc::clone(&self.shared.clock));
+                let (tap, tapped) = ttl::job_tap(Arc::clone(&shared.clock));
                 (Some(tap), Some(tapped))
             }
             _ => (None, None),
         };
         // The other kinds' workloads come from their watches, whatever the scope of Jobs.
         let (workload_tap, tapped_workloads) = if self.ttl.enabled() {
-            let (tap, tapped) = ttl::workload_tap(Arc::clone(&self.shared.clock));
+            let (tap, tapped) = ttl::workload_tap(Arc::clone(&shared.clock));
             (Some(tap), Some(tapped))
         } else {
             (None, None)
         };
         let reconciler = cronjob::run(
-            self.shared.clone(),
+            shared.clone(),
             self.reconciler.clone(),
             self.reconciler_metrics.clone(),
             (tap, workload_tap),
@@ -574,7 +580,7 @@ impl Controllers {
         let ttl_listed = self.ttl.enabled().then(|| {
             let (synced, listed) = oneshot::channel();
             let ttl = ttl::run(
-                self.shared.clone(),
+                shared.clone(),
                 self.ttl.clone(),
                 self.ttl_metrics.clone(),
                 tapped,

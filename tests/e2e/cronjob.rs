@@ -314,8 +314,9 @@ pub async fn trigger_runs_now_with_the_default_ttl(ctx: Ctx) {
 }
 
 /// A new user watching `kronjob run` can tell that scheduling runs: with `--leader-elect` the
-/// log says when this replica leads, then that the CronJob controller started with the
-/// CronJobs it found, and that the TTL controller started.
+/// log says that it waits for leadership, that the CronJob controller started with the
+/// CronJobs it found and the TTL controller started (their caches fill while it stands by),
+/// and when it leads.
 pub async fn the_log_says_when_it_leads_and_each_controller_started(ctx: Ctx) {
     let env = Env::new(&ctx).await;
     for name in ["first", "second"] {
@@ -349,12 +350,13 @@ pub async fn the_log_says_when_it_leads_and_each_controller_started(ctx: Ctx) {
             .position(|l| l.contains(needle))
             .unwrap_or_else(|| panic!("no {needle:?} in\n{log}"))
     };
-    let leading = position("leading: starting controllers");
+    let waiting = position("waiting for leadership");
+    let leading = position("leading: the controllers act");
     let cronjobs = position("CronJob controller started");
     let ttl = position("TTL-after-finished controller started");
     assert!(
-        leading < cronjobs && leading < ttl,
-        "leading comes first:\n{log}"
+        waiting < leading && waiting < cronjobs && waiting < ttl,
+        "waiting for leadership comes first:\n{log}"
     );
     let started = log.lines().nth(cronjobs).unwrap_or_default();
     assert!(

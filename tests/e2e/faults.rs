@@ -72,21 +72,21 @@ const GONE: usize = 5;
 
 /// Every Job seen in a namespace: name -> UID -> creation (Unix seconds).
 #[derive(Clone, Default)]
-struct Jobs(Arc<Mutex<BTreeMap<String, BTreeMap<String, i64>>>>);
+pub(crate) struct Jobs(Arc<Mutex<BTreeMap<String, BTreeMap<String, i64>>>>);
 
 /// How a range of slots ran.
 #[derive(Debug, Default)]
-struct Tally {
+pub(crate) struct Tally {
     /// `cronjob@slot` without a Job.
-    missed: Vec<String>,
+    pub(crate) missed: Vec<String>,
     /// `cronjob@slot` with more than one.
-    duplicates: Vec<String>,
+    pub(crate) duplicates: Vec<String>,
 }
 
 impl Jobs {
     /// Watch the Jobs of `api` from now on (reconnecting after an outage), deleting those of
     /// the `gone-` CronJobs as soon as they are seen.
-    fn watch(api: Api<Job>) -> (Jobs, JoinHandle<()>) {
+    pub(crate) fn watch(api: Api<Job>) -> (Jobs, JoinHandle<()>) {
         let jobs = Jobs::default();
         let seen = jobs.clone();
         let task = tokio::spawn(async move {
@@ -122,7 +122,7 @@ impl Jobs {
     }
 
     /// Add what a list of `api` holds (a Job the watch missed would show here).
-    async fn add_listed(&self, api: &Api<Job>) {
+    pub(crate) async fn add_listed(&self, api: &Api<Job>) {
         let listed = api.list(&ListParams::default()).await.expect("list Jobs");
         for job in &listed.items {
             self.add(job);
@@ -150,7 +150,7 @@ impl Jobs {
     }
 
     /// Each of `cronjobs` from its first slot (at the latest `from`) to `to`.
-    fn tally(&self, cronjobs: &[String], from: i64, to: i64) -> Tally {
+    pub(crate) fn tally(&self, cronjobs: &[String], from: i64, to: i64) -> Tally {
         let mut tally = Tally::default();
         for cronjob in cronjobs {
             let first = self.first(cronjob).unwrap_or(from).min(from);
@@ -167,7 +167,12 @@ impl Jobs {
 
     /// Wait until each of `cronjobs` has a Job for `slot`; their creations. On a timeout, the
     /// panic names those without one.
-    async fn wait_slot(&self, cronjobs: &[String], slot: i64, limit: Duration) -> Vec<i64> {
+    pub(crate) async fn wait_slot(
+        &self,
+        cronjobs: &[String],
+        slot: i64,
+        limit: Duration,
+    ) -> Vec<i64> {
         let deadline = tokio::time::Instant::now() + limit;
         loop {
             let firsts: Vec<Option<i64>> = cronjobs
@@ -194,7 +199,7 @@ impl Jobs {
 
 /// `count` CronJobs `f-NNN` and [`GONE`] CronJobs `gone-N`, on `* * * * *` with suspended
 /// Jobs (no Pod), created 16 at a time; their names.
-async fn create_cronjobs(env: &Env, count: usize) -> Vec<String> {
+pub(crate) async fn create_cronjobs(env: &Env, count: usize) -> Vec<String> {
     let names: Vec<String> = (0..count)
         .map(|i| format!("f-{i:03}"))
         .chain((0..GONE).map(|i| format!("gone-{i}")))
@@ -208,7 +213,7 @@ async fn create_cronjobs(env: &Env, count: usize) -> Vec<String> {
 }
 
 /// The p50, p99 and max of `values`.
-fn spread(values: &[i64]) -> (i64, i64, i64) {
+pub(crate) fn spread(values: &[i64]) -> (i64, i64, i64) {
     let mut sorted = values.to_vec();
     sorted.sort_unstable();
     let at = |q: f64| {
@@ -223,7 +228,7 @@ fn spread(values: &[i64]) -> (i64, i64, i64) {
 }
 
 /// A process's resident memory, MiB.
-fn rss_mib(pid: u32) -> f64 {
+pub(crate) fn rss_mib(pid: u32) -> f64 {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     status
         .lines()
@@ -470,7 +475,7 @@ pub async fn api_server_killed_at_a_slot(ctx: Ctx) {
 // ---------------------------------------------------------------------------------------------
 
 /// Whether the manager's metrics say it leads.
-async fn leads(manager: &Manager) -> bool {
+pub(crate) async fn leads(manager: &Manager) -> bool {
     manager
         .metrics_text()
         .await
@@ -663,9 +668,9 @@ fn libfaketime() -> PathBuf {
 }
 
 /// Which of `managers` lead, sampled every so often: (Unix milliseconds, each one's answer).
-type Samples = Arc<Mutex<Vec<(i64, Vec<bool>)>>>;
+pub(crate) type Samples = Arc<Mutex<Vec<(i64, Vec<bool>)>>>;
 
-fn sample_leaders(ports: Vec<u16>, every: Duration) -> (Samples, JoinHandle<()>) {
+pub(crate) fn sample_leaders(ports: Vec<u16>, every: Duration) -> (Samples, JoinHandle<()>) {
     let samples: Samples = Arc::default();
     let out = Arc::clone(&samples);
     let task = tokio::spawn(async move {

@@ -345,6 +345,7 @@ fn cronjob_trigger_stream(
 async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJob>) {
     let mut listed = ctx.shard.subscribe_listed();
     let mut previous = listed.as_ref().map(|l| Arc::clone(&l.borrow()));
+    let mut leading = ctx.shard.subscribe_leading();
     let mut tick = tokio::time::interval(SHARD_GAUGE_EVERY);
     loop {
         tokio::select! {
@@ -355,6 +356,15 @@ async fn follow_shard(ctx: Arc<Context>, cronjobs: reflector::Store<CachedCronJo
             } => {
                 rebalance(&ctx, &cronjobs, previous.as_deref(), &next);
                 previous = Some(next);
+            }
+            Some(()) = async {
+                let l = leading.as_mut()?;
+                l.wait_for(|leads| *leads).await.ok()?;
+                Some(())
+            } => {
+                // Once: a term leads until it ends.
+                leading = None;
+                take_over(&ctx, &cronjobs);
             }
             _ = tick.tick() => {}
         }
@@ -399,6 +409,23 @@ fn relabel_misfiled(ctx: &Arc<Context>, cronjobs: &[Arc<CachedCronJob>]) {
             crate::controller::shard_labels::set_bucket(&api, &name, bucket).await;
         });
     }
+}
+
+/// This standby has just become the leader: reconcile every CronJob its warm caches hold
+/// (their reconciles until now did nothing), so a slot that fell due while no replica led runs
+/// now, and every next one is scheduled. CronJobs the caches have not listed yet are
+/// reconciled as they arrive.
+fn take_over(ctx: &Context, cronjobs: &reflector::Store<CachedCronJob>) {
+    let state = cronjobs.state();
+    for cj in &state {
+        let _ = ctx
+            .reconcile
+            .unbounded_send(ObjectRef::from_obj(cj.as_ref()));
+    }
+    tracing::info!(
+        cronjobs = state.len(),
+        "leading: reconciling every cached CronJob"
+    );
 }
 
 /// Compare who owns each cached CronJob before and after a reassignment; reconcile the gained

@@ -270,6 +270,26 @@ async fn sharded_a_cronjob_another_replica_schedules_is_left_alone() {
 }
 
 #[tokio::test]
+async fn a_standby_reconciles_nothing_until_it_leads_then_runs_the_due_slot() {
+    use crate::controller::shard::ShardView;
+    let (leads, leading) = tokio::sync::watch::channel(false);
+    let shard = ShardView::solo(Default::default()).led_by(leading);
+    let (h, script) = Harness::with_shard(vec![], shard);
+    let server = script.run(vec![
+        dry_run(),
+        Expect::post(JOBS),
+        event("SuccessfulCreate", "Normal"),
+        status_patch(|_| {}),
+    ]);
+    let action = h.reconcile(cronjob("0 * * * *")).await.expect("standby");
+    assert_eq!(action, Action::await_change(), "a standby only watches");
+    assert_eq!(h.ctx.metrics.reconciles.get(), 0);
+    leads.send_replace(true);
+    h.reconcile(cronjob("0 * * * *")).await.expect("leading");
+    h.verdict(server).await;
+}
+
+#[tokio::test]
 async fn a_second_reconcile_on_a_stale_cache_makes_no_request() {
     let (h, script) = Harness::new(vec![]);
     let server = script.run(vec![

@@ -569,9 +569,12 @@ impl Context {
         }
     }
 
-    /// Whether this replica handles `obj` (always without `--sharding`).
+    /// Whether this replica handles `obj` (always without `--sharding`, while it leads).
     fn owns<K: TtlObject>(&self, obj: &K) -> bool {
-        !self.shard.is_sharded() || self.shard.owns(&obj.shard_key())
+        if !self.shard.is_sharded() {
+            return self.shard.is_leading();
+        }
+        self.shard.owns(&obj.shard_key())
     }
 
     fn forget_warning<K: TtlObject>(&self, obj: &K) {

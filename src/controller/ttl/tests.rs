@@ -225,6 +225,31 @@ async fn sharded_an_expired_job_is_deleted_by_the_replica_of_its_cronjob_only() 
 }
 
 #[tokio::test]
+async fn a_standby_deletes_nothing_until_it_leads() {
+    let (leads, leading) = tokio::sync::watch::channel(false);
+    let view = shard::ShardView::solo(Default::default()).led_by(leading);
+    let expired = || job(job_json("u", 0, NOW));
+    let mut h = Harness::with_shard(TtlScope::Owned, view.clone());
+    let verifier = h.expect(vec![]);
+    let action = reconcile::<SlimJob>(Arc::new(expired()), h.ctx.clone()).await;
+    assert_eq!(
+        action.expect("reconcile"),
+        Action::requeue(NOT_OURS_RECHECK),
+        "looked at again, in case it leads by then"
+    );
+    h.finish(verifier).await;
+    leads.send_replace(true);
+    let mut h = Harness::with_shard(TtlScope::Owned, view);
+    let verifier = h.expect(vec![
+        Expect::get(JOB_PATH).ok(job_json("u", 0, NOW)),
+        Expect::delete(JOB_PATH).body(foreground("u")),
+    ]);
+    let action = reconcile::<SlimJob>(Arc::new(expired()), h.ctx.clone()).await;
+    assert_eq!(action.expect("reconcile"), Action::await_change());
+    h.finish(verifier).await;
+}
+
+#[tokio::test]
 async fn zero_ttl_deletes_as_soon_as_finished() {
     let mut h = Harness::new(TtlScope::Owned);
     let verifier = h.expect(vec![

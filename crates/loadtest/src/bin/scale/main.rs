@@ -43,9 +43,16 @@
 //! running Jobs before kronjob starts (as a replaced manager leaves them) and starts it 20 s
 //! before a slot, which is the first measured: start-up and that slot's skew in one run.
 //!
+//! With `--failover kill|term` (and `--replicas 2` or more), the replicas elect a leader
+//! (`--leader-elect`; with `--manager-arg --sharding` they shard instead) and the leader (or
+//! replica 0) is SIGKILLed or SIGTERMed `--failover-before` (5 s) before the second slot; the
+//! report says when another replica took over, each replica's memory before the stop, and
+//! the writes the API server served per slot and CronJob.
+//!
 //! It prints markdown tables, with the load average at the start and the end (on a shared
 //! machine, compare runs made under similar load), and writes them as JSON with `--json FILE`.
 
+mod failover;
 mod fault;
 mod floor;
 mod objects;
@@ -117,6 +124,13 @@ struct Args {
     /// How long etcd stays away with `--fault etcd-kill`, seconds.
     #[arg(long, default_value_t = 20)]
     fault_away: u64,
+    /// Stop a replica before kronjob's second slot: the leader (the replicas run with
+    /// `--leader-elect`), or with `--manager-arg --sharding` replica 0; SIGKILL or SIGTERM.
+    #[arg(long, value_enum)]
+    failover: Option<failover::Stop>,
+    /// How long before the slot `--failover` stops it, seconds.
+    #[arg(long, default_value_t = 5)]
+    failover_before: u64,
     /// Environment of every kronjob process, `KEY=VALUE` (repeatable).
     #[arg(long = "manager-env")]
     manager_env: Vec<String>,
@@ -214,6 +228,9 @@ async fn run(args: Args) -> Result<Report, BoxError> {
             args.kronjob.display()
         )
         .into());
+    }
+    if args.failover.is_some() && (args.replicas < 2 || args.slots < 2 || args.fault.is_some()) {
+        return Err("--failover needs --replicas 2 and --slots 2 at least, and no --fault".into());
     }
     if args.fault.is_some() && args.slots < 3 {
         return Err("--fault needs --slots 3 at least (before, during and after the fault)".into());
@@ -346,6 +363,11 @@ mod tests {
         assert_eq!(args.fault_away, 30);
         assert_eq!(args.manager_env, ["FAKETIME=+90s"]);
         assert!(Args::try_parse_from(["scale", "--fault", "reboot"]).is_err());
+        let args = Args::try_parse_from(["scale", "--replicas", "2", "--failover", "term"])
+            .expect("failover flags");
+        assert_eq!(args.failover, Some(failover::Stop::Term));
+        assert_eq!(args.failover_before, 5);
+        assert!(Args::try_parse_from(["scale", "--failover", "crash"]).is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ use serde::Serialize;
 use kronjob::api::CronJob;
 use kronjob::workload::kinds::Row;
 
+use crate::failover::{self, Failover};
 use crate::fault::{self, Fault, Recovery};
 use crate::process::{self, ProcSample, Sampler};
 use crate::report::Spread;
@@ -78,6 +79,10 @@ pub struct Phase {
     pub runs_at_end: usize,
     /// With `--fault`: how kronjob recovered.
     pub fault: Option<Recovery>,
+    /// With `--failover`: the stop and the takeover.
+    pub failover: Option<Failover>,
+    /// With `--failover`: the writes the API server served per CronJob in each slot's minute.
+    pub writes: Vec<failover::Counts>,
 }
 
 /// One controller process of a phase (a kronjob replica).
@@ -150,7 +155,10 @@ pub(crate) fn start_kronjob(
     if !has_flag(&args.manager_args, "--metrics-secure") {
         argv.push("--metrics-secure=false".into());
     }
-    if args.replicas > 1 && !has_flag(&args.manager_args, "--sharding") {
+    let sharded = has_flag(&args.manager_args, "--sharding");
+    if args.failover.is_some() && !sharded {
+        argv.extend(failover::leader_election_flags());
+    } else if args.replicas > 1 && !sharded {
         argv.push("--sharding".into());
     }
     if !has_flag(&args.manager_args, "--workload-kinds") {
@@ -359,6 +367,52 @@ struct Slots<'a> {
     ns: &'a str,
     log: &'a SharedLog,
     names: &'a HashSet<String>,
+    controllers: &'a mut [Controller],
+}
+
+/// What the slots measured beyond each slot's Jobs.
+struct Measured {
+    slots: Vec<Slot>,
+    per_replica: Vec<Vec<ProcSample>>,
+    recovery: Option<Recovery>,
+    failover: Option<Failover>,
+    writes: Vec<failover::Counts>,
+}
+
+/// Stop a replica before `slot` (`--failover`).
+async fn fail_over(
+    args: &Args,
+    slot: Timestamp,
+    at: &mut Slots<'_>,
+    samplers: &[Sampler],
+) -> Result<Option<Failover>, BoxError> {
+    let Some(stop) = args.failover else {
+        return Ok(None);
+    };
+    let before = Duration::from_secs(args.failover_before);
+    let sharded = has_flag(&args.manager_args, "--sharding");
+    let targets: Vec<failover::Target<'_>> = at
+        .controllers
+        .iter()
+        .zip(samplers)
+        .map(|(c, s)| failover::Target {
+            name: &c.name,
+            pid: c.proc.pid(),
+            metrics: c.metrics,
+            rss_mib: s.now().rss_mib,
+        })
+        .collect();
+    let pids: Vec<u32> = targets.iter().map(|t| t.pid).collect();
+    // Gone, or a zombie (this tool reaps it only when the phase ends).
+    let exited = |i: usize| {
+        std::fs::read_to_string(format!("/proc/{}/stat", pids[i]))
+            .ok()
+            .and_then(|stat| Some(stat[stat.rfind(')')? + 2..].starts_with('Z')))
+            .unwrap_or(true)
+    };
+    let done = failover::strike(stop, before, slot, sharded, &targets, exited).await?;
+    eprintln!("{}", done.show());
+    Ok(Some(done))
 }
 
 /// Strike `fault` before `slot`: the recovery, but for the slot's runs and the memory after.
@@ -403,7 +457,7 @@ async fn measure_slots(
     mut at: Slots<'_>,
     samplers: &[Sampler],
     first: Option<Timestamp>,
-) -> Result<(Vec<Slot>, Vec<Vec<ProcSample>>, Option<Recovery>), BoxError> {
+) -> Result<Measured, BoxError> {
     let first = match first {
         Some(slot) => slot,
         None => next_minute(Timestamp::now().checked_add(SignedDuration::from_secs(5))?),
@@ -412,13 +466,35 @@ async fn measure_slots(
     let mut per_replica: Vec<Vec<ProcSample>> = vec![Vec::new(); samplers.len()];
     let fault = args.fault.filter(|_| which == Which::Kronjob);
     let mut recovery = None;
+    let mut failed_over = None;
+    let counting = args.failover.is_some() && which == Which::Kronjob;
+    let api = at.plane.client().await?;
+    let mut counted = if counting {
+        Some(failover::writes(&api).await?)
+    } else {
+        None
+    };
+    let mut writes = Vec::new();
     for i in 0..args.slots {
         let slot = first.checked_add(SignedDuration::from_mins(i64::from(i)))?;
         if let Some(fault) = fault.filter(|_| i == 1) {
             let away = Duration::from_secs(args.fault_away);
             recovery = Some(strike(fault, away, slot, &mut at, samplers).await?);
         }
+        if i == 1 && which == Which::Kronjob {
+            failed_over = fail_over(args, slot, &mut at, samplers).await?;
+        }
         sleep_until(slot.checked_add(SUMMARISED_AFTER)?).await;
+        if let Some(before) = counted.as_mut() {
+            let now = failover::writes(&api).await?;
+            let per = failover::per_cronjob(before, &now, at.names.len());
+            eprintln!(
+                "slot {slot}: writes per CronJob {}",
+                failover::show_writes(&per)
+            );
+            writes.push(per);
+            *before = now;
+        }
         let mut s = summarise_slot(&lock(at.log), slot, at.names);
         let now: Vec<ProcSample> = samplers.iter().map(Sampler::now).collect();
         s.process = process::total(&now);
@@ -445,7 +521,13 @@ async fn measure_slots(
         );
         slots.push(s);
     }
-    Ok((slots, per_replica, recovery))
+    Ok(Measured {
+        slots,
+        per_replica,
+        recovery,
+        failover: failed_over,
+        writes,
+    })
 }
 
 /// The arrival of `slot`'s Jobs at the watch, seconds after `after`.
@@ -541,9 +623,10 @@ pub async fn run(
         ns,
         log: &log,
         names: &names,
+        controllers: &mut controllers,
     };
-    let (slots, per_replica, fault) = measure_slots(args, which, at, &samplers, first_slot).await?;
-    let replicas = replicas_at_end(&controllers, &samplers, per_replica).await;
+    let measured = measure_slots(args, which, at, &samplers, first_slot).await?;
+    let replicas = replicas_at_end(&controllers, &samplers, measured.per_replica).await;
     for c in &mut controllers {
         c.proc.stop(Duration::from_secs(30));
     }
@@ -559,12 +642,14 @@ pub async fn run(
         ready_s,
         startup_s,
         at_startup,
-        slots,
+        slots: measured.slots,
         peak_rss_mib: replicas.iter().map(|r| r.peak_rss_mib).sum(),
         cpu_s: replicas.iter().map(|r| r.cpu_s).sum(),
         replicas,
         runs_at_end,
-        fault,
+        fault: measured.recovery,
+        failover: measured.failover,
+        writes: measured.writes,
     })
 }
 

@@ -299,6 +299,20 @@ impl Report {
         {
             let _ = writeln!(out, "\n{} fault: {}", p.controller, fault.show());
         }
+        for p in &self.phases {
+            if let Some(f) = &p.failover {
+                let _ = writeln!(out, "\n{} failover: {}", p.controller, f.show());
+            }
+            for (i, w) in p.writes.iter().enumerate() {
+                let _ = writeln!(
+                    out,
+                    "{} slot {}: writes per CronJob {}",
+                    p.controller,
+                    i + 1,
+                    crate::failover::show_writes(w)
+                );
+            }
+        }
         self.slot_table(&mut out);
         for p in self.phases.iter().filter(|p| p.replicas.len() > 1) {
             replica_table(&mut out, &column(p), &p.replicas);
@@ -442,6 +456,8 @@ mod tests {
             replicas: Vec::new(),
             runs_at_end: 4,
             fault: None,
+            failover: None,
+            writes: Vec::new(),
         };
         assert_eq!(column(&phase), "kronjob (JobSet)");
         assert_eq!(per_cronjob(&phase), "1.00 / 1.25 / 0.75");
