@@ -242,6 +242,7 @@ pub async fn completion_sets_last_success_and_trims_history(ctx: Ctx) {
     })
     .await;
     let name = job.name_any();
+    // Not `finish_job`: with a history limit of 0 the finished Job is gone at once.
     env.finish_pods(&name, "Succeeded").await;
     let cronjobs = env.api::<CronJob>();
     wait_for(Duration::from_secs(30), "lastSuccessfulTime", || async {

@@ -152,7 +152,7 @@ async fn queue_of_two(env: &Env, created: &Created, name: &str, when_full: &str)
     )
     .await;
     assert_eq!(full.type_, "Warning");
-    env.finish_pods(&first.name_any(), "Succeeded").await;
+    env.finish_job(&first.name_any(), "Succeeded").await;
     // The queued slots, oldest first, then the next slot: on time, as nothing waits by then.
     let mut expected = kept.clone();
     expected.push(m0 + 4);
@@ -164,8 +164,7 @@ async fn queue_of_two(env: &Env, created: &Created, name: &str, when_full: &str)
         };
         assert_eq!(annotated_minute(&job), *slot, "{}", job.name_any());
         tokio::time::sleep(RUNS).await;
-        env.finish_pods(&job.name_any(), "Succeeded").await;
-        env.wait_job_finished(&job.name_any(), SOON).await;
+        env.finish_job(&job.name_any(), "Succeeded").await;
     }
     wait_status(env, name, SOON, "an empty queue", |s| {
         (s.queued.is_empty() && s.queued_count == 0).then_some(())
@@ -240,15 +239,14 @@ pub async fn a_manager_killed_while_slots_wait_loses_none_and_runs_none_twice(ct
     manager.kill();
     manager = env.manager(&[]);
     manager.wait_ready(Duration::from_secs(60)).await;
-    env.finish_pods(&first.name_any(), "Succeeded").await;
+    env.finish_job(&first.name_any(), "Succeeded").await;
     for slot in [m0 + 1, m0 + 2] {
         let job = job_of_slot(&env, NAME, slot, SOON).await;
         manager.kill();
         manager = env.manager(&[]);
         manager.wait_ready(Duration::from_secs(60)).await;
         assert_eq!(annotated_minute(&job), slot);
-        env.finish_pods(&job.name_any(), "Succeeded").await;
-        env.wait_job_finished(&job.name_any(), SOON).await;
+        env.finish_job(&job.name_any(), "Succeeded").await;
     }
     wait_status(&env, NAME, SOON, "an empty queue", |s| {
         s.queued.is_empty().then_some(())
@@ -333,7 +331,7 @@ pub async fn a_suspended_job_holds_the_next_slot_under_forbid_and_queues_it_unde
         jobs.patch(first, &PatchParams::default(), &Patch::Merge(&unsuspend))
             .await
             .unwrap_or_else(|e| panic!("unsuspend {first}: {e}"));
-        env.finish_pods(first, "Succeeded").await;
+        env.finish_job(first, "Succeeded").await;
         let late = job_of_slot(&env, name, m0 + 1, Duration::from_secs(40)).await;
         assert_eq!(annotated_minute(&late), m0 + 1, "{name}");
         assert_eq!(late.spec.as_ref().and_then(|s| s.suspend), Some(true));

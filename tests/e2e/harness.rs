@@ -21,6 +21,8 @@ use serde_json::json;
 
 /// The label on every namespace a case makes: the runner deletes them when the case ends.
 pub const CASE_LABEL: &str = "e2e.kronjob.dev/case";
+/// Longest wait for the real Job controller to finish a Job whose Pods a case finished.
+pub const JOB_CONTROLLER: Duration = Duration::from_secs(60);
 
 /// What a case is given: the shared cluster's kubeconfig, where its logs go, its name.
 #[derive(Debug, Clone)]
@@ -283,6 +285,14 @@ impl Env {
         for pod in list {
             set_pod_phase(&pods, &pod.name_any(), phase).await;
         }
+    }
+
+    /// [`finish_pods`](Self::finish_pods), then wait (up to 60 s: the Job controller is slower
+    /// on a loaded control plane) until the Job controller has finished the Job, so that what a
+    /// case times next is kronjob's reaction alone.
+    pub async fn finish_job(&self, job: &str, phase: &str) {
+        self.finish_pods(job, phase).await;
+        self.wait_job_finished(job, JOB_CONTROLLER).await;
     }
 
     /// Wait until the Job `job` has the condition `Complete` or `Failed` set to True.
