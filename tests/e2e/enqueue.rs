@@ -175,8 +175,12 @@ async fn queue_of_two(env: &Env, created: &Created, name: &str, when_full: &str)
     let runs = created.runs(name);
     let mut want = vec![m0];
     want.extend(&expected);
+    // Slots after the last one checked run on schedule while the case winds up: only those
+    // up to it are compared.
     assert_eq!(
-        runs.keys().copied().collect::<Vec<_>>(),
+        runs.range(..=m0 + 4)
+            .map(|(slot, _)| *slot)
+            .collect::<Vec<_>>(),
         want,
         "the slots that ran"
     );
